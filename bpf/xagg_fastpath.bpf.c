@@ -1,0 +1,229 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * xagg fast path: sums quantized gradient chunks into BPF maps and answers with the result from
+ * XDP, before the kernel stack sees the packet. docs/PROTOCOL.md specifies what happens to every
+ * kind of packet; the counters in include/xagg/fastpath.h name every outcome.
+ */
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/udp.h>
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_helpers.h>
+
+#include "xagg/fastpath.h"
+#include "xagg/proto.h"
+#include "xagg_maps.h"
+#include "xagg_parse.h"
+#include "xagg_reply.h"
+
+/* Set by the loader before load; the defaults make an unconfigured object usable in tests. */
+const volatile __u16 xagg_port = XAGG_DEFAULT_PORT;
+
+static __always_inline int count(enum xagg_counter which, int action)
+{
+    __u32 key = which;
+    __u64 *value = bpf_map_lookup_elem(&counters, &key);
+
+    if (value)
+        *value += 1;
+    return action;
+}
+
+/* What the locked slot update decided; the reply is built after the lock is released. */
+enum slot_verdict {
+    SLOT_ADDED,      /* counted, chunk incomplete: consume the packet */
+    SLOT_COMPLETED,  /* counted, chunk complete: packet now carries the sum, send to the group */
+    SLOT_DUPLICATE,  /* already counted, incomplete: drop */
+    SLOT_RESEND,     /* already counted, complete: packet now carries the sum, send back */
+    SLOT_STALE,      /* round outside the slot's window: drop */
+    SLOT_BAD_EXP,    /* exponent disagrees with the round's: drop */
+};
+
+/*
+ * The four payload loops. Fully unrolled with plain 32-bit adds (wrapping, as the protocol
+ * specifies): measured faster than per-element atomics or bpf_loop (DESIGN.md). They run under
+ * the slot's spin lock, which makes each packet's update atomic as a whole.
+ */
+static __always_inline void payload_store(__s32 *sum, const __s32 *vals)
+{
+#pragma unroll
+    for (int i = 0; i < XAGG_CHUNK_ELEMS; i++)
+        sum[i] = vals[i];
+}
+
+static __always_inline void payload_add(__s32 *sum, const __s32 *vals)
+{
+#pragma unroll
+    for (int i = 0; i < XAGG_CHUNK_ELEMS; i++)
+        sum[i] = (__s32)((__u32)sum[i] + (__u32)vals[i]);
+}
+
+/* The last contribution: add and write the final sum into the packet in the same pass. */
+static __always_inline void payload_add_and_emit(__s32 *sum, __s32 *vals)
+{
+#pragma unroll
+    for (int i = 0; i < XAGG_CHUNK_ELEMS; i++) {
+        __s32 s = (__s32)((__u32)sum[i] + (__u32)vals[i]);
+        sum[i] = s;
+        vals[i] = s;
+    }
+}
+
+static __always_inline void payload_emit(const __s32 *sum, __s32 *vals)
+{
+#pragma unroll
+    for (int i = 0; i < XAGG_CHUNK_ELEMS; i++)
+        vals[i] = sum[i];
+}
+
+static __always_inline enum slot_verdict update_slot(struct xagg_slot *slot, __u32 job_id,
+                                                     __u32 round, __s32 exponent, __u64 bit,
+                                                     __u64 members, __s32 *vals, __u64 *seen_out)
+{
+    enum slot_verdict verdict;
+
+    bpf_spin_lock(&slot->lock);
+    if (slot->job_id != job_id || slot->seen == 0 || slot->round + 2 == round) {
+        /* First contribution of a round: claim the slot, its old round is known by all. */
+        slot->job_id = job_id;
+        slot->round = round;
+        slot->exponent = exponent;
+        slot->seen = bit;
+        payload_store(slot->sum, vals);
+        /* In a one-worker job the first contribution is the sum, already in the packet. */
+        verdict = (bit & members) == members ? SLOT_COMPLETED : SLOT_ADDED;
+    } else if (slot->round != round) {
+        verdict = SLOT_STALE;
+    } else if (slot->exponent != exponent) {
+        verdict = SLOT_BAD_EXP;
+    } else if (slot->seen & bit) {
+        if ((slot->seen & members) == members) {
+            payload_emit(slot->sum, vals);
+            verdict = SLOT_RESEND;
+        } else {
+            verdict = SLOT_DUPLICATE;
+        }
+    } else {
+        slot->seen |= bit;
+        if ((slot->seen & members) == members) {
+            payload_add_and_emit(slot->sum, vals);
+            verdict = SLOT_COMPLETED;
+        } else {
+            payload_add(slot->sum, vals);
+            verdict = SLOT_ADDED;
+        }
+    }
+    *seen_out = slot->seen;
+    bpf_spin_unlock(&slot->lock);
+    return verdict;
+}
+
+SEC("xdp")
+int xagg_fastpath(struct xdp_md *ctx)
+{
+    struct cursor c = {.pos = (void *)(long)ctx->data, .end = (void *)(long)ctx->data_end};
+    struct ethhdr *eth;
+    struct iphdr *ip;
+    struct udphdr *udp;
+    struct xagg_hdr *hdr;
+    __s32 *vals;
+
+    /* Layers 2-4: anything that is not IPv4/UDP to our port is somebody else's traffic. A frame
+     * cut short before its UDP header cannot be recognised as ours and is left to the kernel. */
+    eth = CURSOR_TAKE(&c, struct ethhdr);
+    if (!eth || eth->h_proto != bpf_htons(ETH_P_IP))
+        return count(XAGG_CNT_PASS_FOREIGN, XDP_PASS);
+    ip = CURSOR_TAKE(&c, struct iphdr);
+    if (!ip || ip->version != 4 || ip->protocol != IPPROTO_UDP || ip->ihl < 5)
+        return count(XAGG_CNT_PASS_FOREIGN, XDP_PASS);
+    /* A non-first fragment carries no UDP header: it cannot be told apart from other traffic. */
+    if (ip->frag_off & bpf_htons(0x1fff))
+        return count(XAGG_CNT_PASS_FOREIGN, XDP_PASS);
+    if (ip->ihl > 5) {
+        /* Skip the options only far enough to see whether the packet is ours. */
+        __u32 options = (ip->ihl - 5) * 4;
+        if (options > 40 || !cursor_take(&c, options))
+            return count(XAGG_CNT_PASS_FOREIGN, XDP_PASS);
+    }
+    udp = CURSOR_TAKE(&c, struct udphdr);
+    if (!udp || udp->dest != bpf_htons(xagg_port))
+        return count(XAGG_CNT_PASS_FOREIGN, XDP_PASS);
+
+    /* From here on the packet is addressed to xagg: whatever is wrong with it is counted. */
+    if (ip->ihl != 5)
+        return count(XAGG_CNT_DROP_IP_OPTIONS, XDP_DROP);
+    if (ip->frag_off & bpf_htons(0x2000)) /* more fragments */
+        return count(XAGG_CNT_DROP_FRAGMENT, XDP_DROP);
+    if ((void *)ip + bpf_ntohs(ip->tot_len) > c.end ||
+        bpf_ntohs(ip->tot_len) != sizeof(*ip) + bpf_ntohs(udp->len))
+        return count(XAGG_CNT_DROP_TRUNCATED, XDP_DROP);
+    hdr = CURSOR_TAKE(&c, struct xagg_hdr);
+    if (!hdr)
+        return count(XAGG_CNT_DROP_TRUNCATED, XDP_DROP);
+    if (hdr->magic != bpf_htonl(XAGG_MAGIC))
+        return count(XAGG_CNT_DROP_BAD_MAGIC, XDP_DROP);
+    if (hdr->version != XAGG_VERSION)
+        return count(XAGG_CNT_DROP_BAD_VERSION, XDP_DROP);
+    if (hdr->nelem != bpf_htons(XAGG_CHUNK_ELEMS) ||
+        bpf_ntohs(udp->len) != sizeof(*udp) + sizeof(*hdr) + XAGG_CHUNK_BYTES)
+        return count(XAGG_CNT_DROP_BAD_LENGTH, XDP_DROP);
+    vals = cursor_take(&c, XAGG_CHUNK_BYTES);
+    if (!vals)
+        return count(XAGG_CNT_DROP_TRUNCATED, XDP_DROP);
+    if (hdr->flags & ~XAGG_F_WORKER_MASK)
+        return count(XAGG_CNT_DROP_BAD_FLAGS, XDP_DROP);
+
+    /* Membership: the job must exist and the rank must be sent from its registered source. */
+    __u32 job_id = bpf_ntohl(hdr->job_id);
+    struct xagg_job *job = bpf_map_lookup_elem(&jobs, &job_id);
+    if (!job)
+        return count(XAGG_CNT_DROP_UNKNOWN_JOB, XDP_DROP);
+    struct xagg_member_key mkey = {.job_id = job_id, .rank = bpf_ntohs(hdr->rank)};
+    struct xagg_member *member = bpf_map_lookup_elem(&members, &mkey);
+    if (!member || mkey.rank >= XAGG_MAX_WORKERS || member->addr != ip->saddr ||
+        member->port != udp->source)
+        return count(XAGG_CNT_DROP_NOT_MEMBER, XDP_DROP);
+    __u64 bit = 1ull << mkey.rank;
+    if (!(job->members & bit))
+        return count(XAGG_CNT_DROP_NOT_MEMBER, XDP_DROP);
+
+    /* The host-side parameter server listens on the same port: passing is handing it over. */
+    if (job->flags & XAGG_JOB_HOST_PATH)
+        return count(XAGG_CNT_PASS_HOST_JOB, XDP_PASS);
+    __u32 chunk = bpf_ntohl(hdr->chunk);
+    if (chunk >= job->region_chunks)
+        return count(XAGG_CNT_PASS_HOST_OVERFLOW, XDP_PASS);
+
+    __u32 round = bpf_ntohl(hdr->round);
+    /* region_base + region_chunks never exceeds the map's capacity (the loader checks it), and
+     * the array lookup bounds-checks the index anyway, so no job reaches beyond its region. */
+    __u32 index = 2 * (job->region_base + chunk) + (round & 1);
+    struct xagg_slot *slot = bpf_map_lookup_elem(&slots, &index);
+    if (!slot)
+        return count(XAGG_CNT_PASS_HOST_OVERFLOW, XDP_PASS);
+
+    __u64 seen = 0;
+    switch (update_slot(slot, job_id, round, hdr->exponent, bit, job->members, vals, &seen)) {
+    case SLOT_ADDED:
+        return count(XAGG_CNT_AGGREGATED, XDP_DROP);
+    case SLOT_DUPLICATE:
+        return count(XAGG_CNT_DROP_DUPLICATE, XDP_DROP);
+    case SLOT_STALE:
+        return count(XAGG_CNT_DROP_STALE_ROUND, XDP_DROP);
+    case SLOT_BAD_EXP:
+        return count(XAGG_CNT_DROP_BAD_EXPONENT, XDP_DROP);
+    case SLOT_COMPLETED:
+        fill_result_hdr(hdr, seen, 0);
+        address_to_group(eth, ip, udp, job);
+        return count(XAGG_CNT_COMPLETED, XDP_TX);
+    case SLOT_RESEND:
+        fill_result_hdr(hdr, seen, XAGG_F_RESENT);
+        address_to_sender(eth, ip, udp);
+        return count(XAGG_CNT_RESENT, XDP_TX);
+    }
+    return count(XAGG_CNT_DROP_STALE_ROUND, XDP_DROP);
+}
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";

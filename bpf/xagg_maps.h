@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+/* Maps of the XDP fast path. Sizes here are placeholders: the loader sets the real capacities
+ * (bpf_map__set_max_entries) before load, from the daemon's memory budget. */
+#ifndef XAGG_BPF_MAPS_H
+#define XAGG_BPF_MAPS_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+#include "xagg/fastpath.h"
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, XAGG_DEFAULT_MAX_JOBS);
+    __type(key, __u32);
+    __type(value, struct xagg_job);
+} jobs SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(max_entries, XAGG_DEFAULT_MAX_JOBS * XAGG_MAX_WORKERS);
+    __type(key, struct xagg_member_key);
+    __type(value, struct xagg_member);
+} members SEC(".maps");
+
+/* Two slots per chunk of fast-path capacity (see struct xagg_slot). */
+struct {
+    __uint(type, BPF_MAP_TYPE_ARRAY);
+    __uint(max_entries, 2 * XAGG_DEFAULT_MAX_CHUNKS);
+    __type(key, __u32);
+    __type(value, struct xagg_slot);
+} slots SEC(".maps");
+
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, XAGG_CNT_MAX);
+    __type(key, __u32);
+    __type(value, __u64);
+} counters SEC(".maps");
+
+#endif /* XAGG_BPF_MAPS_H */

@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The contract between the XDP fast path and the userspace that loads it: the layout of every map
+ * key and value, and the outcome counters. Defined once, here, and compiled into both the BPF
+ * program and the C++ side (unlike Katran, nothing is duplicated "to keep in sync").
+ */
+#ifndef XAGG_FASTPATH_H
+#define XAGG_FASTPATH_H
+
+#include <linux/bpf.h>
+#include <linux/types.h>
+
+#include "xagg/proto.h"
+
+/* Job ids are non-zero: zero marks a slot that no job has claimed yet. */
+#define XAGG_JOB_ID_NONE 0u
+
+/* Map capacities the loader uses unless told otherwise (it may resize before load). */
+#define XAGG_DEFAULT_MAX_JOBS 256
+#define XAGG_DEFAULT_MAX_CHUNKS 65536 /* 64 MiB of gradient held at once */
+
+/* Job flags (struct xagg_job.flags). */
+enum xagg_job_flags {
+    /* Every chunk of this job goes to the host-side parameter server. */
+    XAGG_JOB_HOST_PATH = 1u << 0,
+};
+
+/* Value of the `jobs` hash map; key: the job id (host order __u32). */
+struct xagg_job {
+    __u64 members;       /* bitmap of the ranks whose contribution completes a chunk */
+    __u32 region_base;   /* first chunk slot of the job's region in the `slots` map */
+    __u32 region_chunks; /* chunks [0, region_chunks) are aggregated here; the rest pass to host */
+    __u32 flags;         /* enum xagg_job_flags */
+    __be32 group_addr;   /* IPv4 multicast group results are sent to */
+    __be16 group_port;   /* UDP port results are sent to */
+    __u16 reserved;
+    __u32 reserved2;
+};
+
+/* Key of the `members` hash map. */
+struct xagg_member_key {
+    __u32 job_id;
+    __u32 rank;
+};
+
+/* Value of the `members` hash map: the only source a rank's contributions are accepted from. */
+struct xagg_member {
+    __be32 addr; /* IPv4 source address */
+    __be16 port; /* UDP source port */
+    __u16 reserved;
+};
+
+/*
+ * One aggregation slot: a chunk's sum for one round. Each chunk owns two slots, used by rounds of
+ * alternating parity (slot index = 2 * (region_base + chunk) + (round & 1)). A worker only sends
+ * round r of a chunk after it has the result of round r-1, which every worker contributed to only
+ * after having the result of round r-2. So when round r reuses the slot of round r-2, every
+ * member already has that result, while the result of round r-1, which a worker may still be
+ * missing, stays intact in the other slot and can be re-sent. This is SwitchML's shadow copy.
+ */
+struct xagg_slot {
+    struct bpf_spin_lock lock;
+    __u32 job_id;   /* owner; XAGG_JOB_ID_NONE until first claimed */
+    __u32 round;    /* round whose sum this slot holds */
+    __s32 exponent; /* block exponent every contribution of the round must carry */
+    __u32 reserved;
+    __u64 seen;     /* bitmap of ranks already added */
+    __s32 sum[XAGG_CHUNK_ELEMS];
+};
+
+/*
+ * Outcome counters, one per-CPU array entry each. Every packet the program sees increments
+ * exactly one of them, so their sum is the number of packets processed.
+ */
+enum xagg_counter {
+    XAGG_CNT_PASS_FOREIGN = 0,    /* not xagg traffic: passed untouched */
+    XAGG_CNT_DROP_TRUNCATED,      /* xagg port, but shorter than its IP/UDP/xagg lengths say */
+    XAGG_CNT_DROP_IP_OPTIONS,     /* IPv4 header with options */
+    XAGG_CNT_DROP_FRAGMENT,       /* IPv4 fragment */
+    XAGG_CNT_DROP_BAD_MAGIC,      /* xagg header magic is wrong */
+    XAGG_CNT_DROP_BAD_VERSION,    /* protocol version not supported */
+    XAGG_CNT_DROP_BAD_LENGTH,     /* element count does not match the UDP length, or != chunk */
+    XAGG_CNT_DROP_BAD_FLAGS,      /* a worker sent a result flag or an unknown flag */
+    XAGG_CNT_DROP_UNKNOWN_JOB,    /* job id not registered */
+    XAGG_CNT_DROP_NOT_MEMBER,     /* rank unknown, or not from that rank's address and port */
+    XAGG_CNT_PASS_HOST_JOB,       /* job configured for the host path: passed to the host PS */
+    XAGG_CNT_PASS_HOST_OVERFLOW,  /* chunk beyond the job's fast-path region: passed to host PS */
+    XAGG_CNT_AGGREGATED,          /* contribution added; chunk still waiting for others */
+    XAGG_CNT_COMPLETED,           /* last contribution added; result sent to the group */
+    XAGG_CNT_DROP_DUPLICATE,      /* contribution already counted, chunk not yet complete */
+    XAGG_CNT_RESENT,              /* contribution already counted, chunk complete: result re-sent */
+    XAGG_CNT_DROP_STALE_ROUND,    /* round is neither the slot's current one nor the next */
+    XAGG_CNT_DROP_BAD_EXPONENT,   /* block exponent differs from the round's first contribution */
+    XAGG_CNT_MAX,
+};
+
+#endif /* XAGG_FASTPATH_H */

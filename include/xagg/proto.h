@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * xagg wire protocol, version 1: the one definition used by the XDP program, the daemon and the
+ * client. docs/PROTOCOL.md is the prose specification of everything here.
+ *
+ * Byte order: every header field wider than a byte is big-endian (network order). The payload is
+ * the one exception: its int32 values are little-endian, the native order of every machine that
+ * trains models, so neither the fast path nor the workers swap bytes per element. Both rules are
+ * checked by the tests, which build packets byte by byte from PROTOCOL.md rather than from these
+ * structs.
+ *
+ * This file must stay valid C for the BPF target and valid C++ for userspace: plain structs of
+ * fixed-width kernel types, no padding (checked below), no behaviour.
+ */
+#ifndef XAGG_PROTO_H
+#define XAGG_PROTO_H
+
+#include <linux/types.h>
+
+#ifdef __cplusplus
+#define XAGG_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
+#else
+#define XAGG_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
+#endif
+
+/* "XAGG" in ASCII; read as a big-endian u32. */
+#define XAGG_MAGIC 0x58414747u
+#define XAGG_VERSION 1
+
+/* Default UDP port of the aggregator; the daemon can load the program with another. */
+#define XAGG_DEFAULT_PORT 9871
+
+/*
+ * Values per chunk. Fixed by the protocol version so the fast path can add with a fully unrolled
+ * loop (a variable bound costs a compare per element and a verifier-proof bound anyway). A
+ * worker pads the last chunk of a tensor with zeros. 256 x 4 bytes + headers = a 1098-byte frame,
+ * well inside a 1500-byte MTU.
+ */
+#define XAGG_CHUNK_ELEMS 256
+#define XAGG_CHUNK_BYTES (XAGG_CHUNK_ELEMS * 4)
+
+/* Ranks are bits of a 64-bit contributor bitmap. */
+#define XAGG_MAX_WORKERS 64
+
+/* The rank field of a packet sent by the aggregator. */
+#define XAGG_RANK_AGGREGATOR 0xffffu
+
+/* Header flags. */
+enum xagg_flags {
+    /* Set by the aggregator on every result; a worker never sets it. */
+    XAGG_F_RESULT = 1u << 0,
+    /* Set by a worker on a contribution it has sent before (informational: the aggregator relies
+     * on its contributor bitmap, not on this bit, to avoid adding a value twice). */
+    XAGG_F_RETRANSMIT = 1u << 1,
+    /* Set on results computed by the host-side parameter server rather than the XDP fast path. */
+    XAGG_F_FALLBACK = 1u << 2,
+    /* Set on a result that was re-sent to one worker alone (a lost result recovered). */
+    XAGG_F_RESENT = 1u << 3,
+};
+
+/* Flags a worker may set on a contribution; any other bit makes the packet malformed. */
+#define XAGG_F_WORKER_MASK (XAGG_F_RETRANSMIT)
+
+struct xagg_hdr {
+    __be32 magic;     /* XAGG_MAGIC */
+    __u8 version;     /* XAGG_VERSION */
+    __u8 flags;       /* enum xagg_flags */
+    __be16 rank;      /* sender's rank in the job, XAGG_RANK_AGGREGATOR on results */
+    __be32 job_id;    /* job the chunk belongs to */
+    __be32 round;     /* iteration number; rounds of a chunk advance by one, wrapping at 2^32 */
+    __be32 chunk;     /* chunk index within the job's gradient */
+    __be16 nelem;     /* number of int32 values that follow: XAGG_CHUNK_ELEMS in version 1 */
+    __s8 exponent;    /* block exponent: value = int32 * 2^exponent; all ranks must agree */
+    __u8 reserved;    /* zero */
+    __be64 contrib;   /* results: bitmap of the ranks summed (bit r = rank r); zero otherwise */
+};
+
+/* Every field sits at its natural alignment, so the struct has no padding and needs no packing
+ * attribute (packing would make clang emit byte-by-byte loads in the BPF program). */
+XAGG_STATIC_ASSERT(sizeof(struct xagg_hdr) == 32, "xagg header is 32 bytes on the wire");
+XAGG_STATIC_ASSERT(__builtin_offsetof(struct xagg_hdr, job_id) == 8, "job_id at offset 8");
+XAGG_STATIC_ASSERT(__builtin_offsetof(struct xagg_hdr, nelem) == 20, "nelem at offset 20");
+XAGG_STATIC_ASSERT(__builtin_offsetof(struct xagg_hdr, contrib) == 24, "contrib at offset 24");
+
+/* Ethernet (14) + IPv4 without options (20) + UDP (8) + xagg header (32) + payload. */
+#define XAGG_FRAME_HDR_BYTES (14 + 20 + 8 + 32)
+#define XAGG_FRAME_BYTES (XAGG_FRAME_HDR_BYTES + XAGG_CHUNK_BYTES)
+
+#endif /* XAGG_PROTO_H */

@@ -1,0 +1,232 @@
+// SPDX-License-Identifier: MIT
+#include "fastpath.hpp"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <net/if.h>
+#include <unistd.h>
+#include <xdp/libxdp.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "xagg_fastpath.skel.h"
+
+namespace xagg {
+namespace {
+
+[[noreturn]] void fail(int err, const std::string &what)
+{
+    throw std::system_error(err < 0 ? -err : err, std::generic_category(), what);
+}
+
+void update(int map_fd, const void *key, const void *value, const std::string &what)
+{
+    if (bpf_map_update_elem(map_fd, key, value, BPF_ANY) != 0)
+        fail(errno, what);
+}
+
+void remove(int map_fd, const void *key, const std::string &what)
+{
+    if (bpf_map_delete_elem(map_fd, key) != 0 && errno != ENOENT)
+        fail(errno, what);
+}
+
+}  // namespace
+
+const char *counter_name(enum xagg_counter c)
+{
+    switch (c) {
+    case XAGG_CNT_PASS_FOREIGN: return "pass_foreign";
+    case XAGG_CNT_DROP_TRUNCATED: return "drop_truncated";
+    case XAGG_CNT_DROP_IP_OPTIONS: return "drop_ip_options";
+    case XAGG_CNT_DROP_FRAGMENT: return "drop_fragment";
+    case XAGG_CNT_DROP_BAD_MAGIC: return "drop_bad_magic";
+    case XAGG_CNT_DROP_BAD_VERSION: return "drop_bad_version";
+    case XAGG_CNT_DROP_BAD_LENGTH: return "drop_bad_length";
+    case XAGG_CNT_DROP_BAD_FLAGS: return "drop_bad_flags";
+    case XAGG_CNT_DROP_UNKNOWN_JOB: return "drop_unknown_job";
+    case XAGG_CNT_DROP_NOT_MEMBER: return "drop_not_member";
+    case XAGG_CNT_PASS_HOST_JOB: return "pass_host_job";
+    case XAGG_CNT_PASS_HOST_OVERFLOW: return "pass_host_overflow";
+    case XAGG_CNT_AGGREGATED: return "aggregated";
+    case XAGG_CNT_COMPLETED: return "completed";
+    case XAGG_CNT_DROP_DUPLICATE: return "drop_duplicate";
+    case XAGG_CNT_RESENT: return "resent";
+    case XAGG_CNT_DROP_STALE_ROUND: return "drop_stale_round";
+    case XAGG_CNT_DROP_BAD_EXPONENT: return "drop_bad_exponent";
+    case XAGG_CNT_MAX: break;
+    }
+    return "unknown";
+}
+
+FastPath::FastPath(const FastPathConfig &config) : config_(config)
+{
+    if (config.max_chunks == 0 || config.max_chunks > (1u << 30))
+        throw std::invalid_argument("fast-path capacity must be 1..2^30 chunks");
+    skel_ = xagg_fastpath__open();
+    if (!skel_)
+        fail(errno, "opening the xagg_fastpath BPF object");
+    skel_->rodata->xagg_port = config.port;
+    int err = bpf_map__set_max_entries(skel_->maps.jobs, config.max_jobs);
+    if (!err)
+        err = bpf_map__set_max_entries(skel_->maps.members, config.max_jobs * XAGG_MAX_WORKERS);
+    if (!err)
+        err = bpf_map__set_max_entries(skel_->maps.slots, 2 * config.max_chunks);
+    if (err) {
+        xagg_fastpath__destroy(skel_);
+        fail(err, "sizing the fast-path maps");
+    }
+}
+
+FastPath::~FastPath()
+{
+    try {
+        detach();
+    } catch (...) {
+        // A destructor cannot report; the interface goes with its namespace or the next attach.
+    }
+    xagg_fastpath__destroy(skel_);
+}
+
+void FastPath::load()
+{
+    if (loaded_)
+        return;
+    if (int err = xagg_fastpath__load(skel_))
+        fail(err, "loading the xagg_fastpath BPF program (see the verifier log above)");
+    loaded_ = true;
+}
+
+void FastPath::attach(const std::string &ifname, AttachMode mode)
+{
+    if (loaded_)
+        throw std::logic_error("attach() must load the program itself, through libxdp");
+    int ifindex = static_cast<int>(if_nametoindex(ifname.c_str()));
+    if (ifindex == 0)
+        fail(errno, "interface " + ifname);
+    xdp_program *prog = xdp_program__from_bpf_obj(skel_->obj, "xdp");
+    if (long err = libxdp_get_error(prog))
+        fail(static_cast<int>(err), "preparing the XDP program for libxdp");
+    enum xdp_attach_mode xmode = mode == AttachMode::native ? XDP_MODE_NATIVE : XDP_MODE_SKB;
+    if (int err = xdp_program__attach(prog, ifindex, xmode, 0)) {
+        xdp_program__close(prog);
+        fail(err, "attaching XDP to " + ifname +
+                      (mode == AttachMode::native ? " in native mode" : " in skb mode"));
+    }
+    xdp_prog_ = prog;
+    ifindex_ = ifindex;
+    mode_ = mode;
+    loaded_ = true;
+}
+
+void FastPath::detach()
+{
+    if (!xdp_prog_)
+        return;
+    xdp_program *prog = xdp_prog_;
+    xdp_prog_ = nullptr;
+    enum xdp_attach_mode xmode = mode_ == AttachMode::native ? XDP_MODE_NATIVE : XDP_MODE_SKB;
+    int err = xdp_program__detach(prog, ifindex_, xmode, 0);
+    xdp_program__close(prog);
+    if (err)
+        fail(err, "detaching XDP");
+}
+
+void FastPath::ensure_loaded() const
+{
+    if (!loaded_)
+        throw std::logic_error("the fast path is not loaded");
+}
+
+void FastPath::put_job(const JobSpec &job)
+{
+    ensure_loaded();
+    if (job.id == XAGG_JOB_ID_NONE)
+        throw std::invalid_argument("job id 0 is reserved");
+    if (uint64_t{job.region_base} + job.region_chunks > config_.max_chunks)
+        throw std::invalid_argument("job region lies beyond the fast-path capacity");
+    xagg_job value{};
+    value.members = job.members;
+    value.region_base = job.region_base;
+    value.region_chunks = job.region_chunks;
+    value.flags = job.host_path ? XAGG_JOB_HOST_PATH : 0;
+    value.group_addr = job.group.s_addr;
+    value.group_port = htons(job.group_port);
+    update(bpf_map__fd(skel_->maps.jobs), &job.id, &value, "writing job " + std::to_string(job.id));
+}
+
+void FastPath::delete_job(uint32_t job_id)
+{
+    ensure_loaded();
+    remove(bpf_map__fd(skel_->maps.jobs), &job_id, "deleting job " + std::to_string(job_id));
+}
+
+void FastPath::put_member(uint32_t job_id, uint32_t rank, in_addr addr, uint16_t port)
+{
+    ensure_loaded();
+    if (rank >= XAGG_MAX_WORKERS)
+        throw std::invalid_argument("rank must be below " + std::to_string(XAGG_MAX_WORKERS));
+    xagg_member_key key{job_id, rank};
+    xagg_member value{};
+    value.addr = addr.s_addr;
+    value.port = htons(port);
+    update(bpf_map__fd(skel_->maps.members), &key, &value, "writing a member");
+}
+
+void FastPath::delete_member(uint32_t job_id, uint32_t rank)
+{
+    ensure_loaded();
+    xagg_member_key key{job_id, rank};
+    remove(bpf_map__fd(skel_->maps.members), &key, "deleting a member");
+}
+
+void FastPath::clear_region(uint32_t base, uint32_t chunks)
+{
+    ensure_loaded();
+    if (uint64_t{base} + chunks > config_.max_chunks)
+        throw std::invalid_argument("region lies beyond the fast-path capacity");
+    const xagg_slot empty{};
+    int fd = bpf_map__fd(skel_->maps.slots);
+    for (uint32_t i = 2 * base; i < 2 * (base + chunks); i++)
+        update(fd, &i, &empty, "clearing a slot");
+}
+
+Counters FastPath::counters() const
+{
+    ensure_loaded();
+    int ncpu = libbpf_num_possible_cpus();
+    if (ncpu <= 0)
+        fail(ncpu, "counting CPUs");
+    std::vector<uint64_t> per_cpu(static_cast<size_t>(ncpu));
+    Counters total{};
+    int fd = bpf_map__fd(skel_->maps.counters);
+    for (uint32_t key = 0; key < XAGG_CNT_MAX; key++) {
+        if (bpf_map_lookup_elem(fd, &key, per_cpu.data()) != 0)
+            fail(errno, "reading counters");
+        for (uint64_t v : per_cpu)
+            total[key] += v;
+    }
+    return total;
+}
+
+xagg_slot FastPath::slot(uint32_t index) const
+{
+    ensure_loaded();
+    xagg_slot value{};
+    if (bpf_map_lookup_elem_flags(bpf_map__fd(skel_->maps.slots), &index, &value, BPF_F_LOCK) != 0)
+        fail(errno, "reading slot " + std::to_string(index));
+    return value;
+}
+
+int FastPath::prog_fd() const
+{
+    ensure_loaded();
+    return bpf_program__fd(skel_->progs.xagg_fastpath);
+}
+
+}  // namespace xagg

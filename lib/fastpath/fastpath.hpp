@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: MIT
+// The userspace side of the XDP fast path: a thin adapter over the libbpf skeleton (maps, load)
+// and libxdp (attach/detach). Everything it writes into the maps uses the structs of
+// include/xagg/fastpath.h, the same ones the BPF program reads.
+#pragma once
+
+#include <netinet/in.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "xagg/fastpath.h"
+
+struct xagg_fastpath;  // the generated skeleton
+struct xdp_program;
+
+namespace xagg {
+
+struct FastPathConfig {
+    uint16_t port = XAGG_DEFAULT_PORT;
+    uint32_t max_jobs = XAGG_DEFAULT_MAX_JOBS;
+    uint32_t max_chunks = XAGG_DEFAULT_MAX_CHUNKS;  // fast-path capacity, in chunks
+};
+
+enum class AttachMode { native, skb };
+
+// A job as the fast path sees it.
+struct JobSpec {
+    uint32_t id = 0;
+    uint64_t members = 0;        // bitmap of ranks
+    uint32_t region_base = 0;    // first chunk of its region
+    uint32_t region_chunks = 0;  // chunks held on the fast path
+    bool host_path = false;      // everything to the host-side parameter server
+    in_addr group{};             // multicast group of results
+    uint16_t group_port = 0;     // host order
+};
+
+using Counters = std::array<uint64_t, XAGG_CNT_MAX>;
+
+// Name of a counter as used in logs and metrics, e.g. "drop_bad_magic".
+const char *counter_name(enum xagg_counter c);
+
+class FastPath {
+public:
+    // Opens the embedded BPF object, sizes its maps and sets the load-time constants. Nothing is
+    // in the kernel yet; call load() (for BPF_PROG_TEST_RUN) or attach() (which loads).
+    explicit FastPath(const FastPathConfig &config);
+    ~FastPath();
+    FastPath(const FastPath &) = delete;
+    FastPath &operator=(const FastPath &) = delete;
+
+    void load();
+    // Loads (through libxdp, as a dispatcher extension) and attaches to the interface.
+    void attach(const std::string &ifname, AttachMode mode);
+    void detach();
+    bool attached() const { return xdp_prog_ != nullptr; }
+
+    void put_job(const JobSpec &job);
+    void delete_job(uint32_t job_id);
+    void put_member(uint32_t job_id, uint32_t rank, in_addr addr, uint16_t port);
+    void delete_member(uint32_t job_id, uint32_t rank);
+    // Zeroes every slot of a region, so a new owner starts from nothing.
+    void clear_region(uint32_t base, uint32_t chunks);
+
+    Counters counters() const;
+    xagg_slot slot(uint32_t index) const;
+
+    int prog_fd() const;
+    const FastPathConfig &config() const { return config_; }
+
+private:
+    void ensure_loaded() const;
+
+    FastPathConfig config_;
+    xagg_fastpath *skel_ = nullptr;
+    xdp_program *xdp_prog_ = nullptr;
+    int ifindex_ = 0;
+    AttachMode mode_ = AttachMode::native;
+    bool loaded_ = false;
+};
+
+}  // namespace xagg

@@ -1,0 +1,549 @@
+// SPDX-License-Identifier: MIT
+// BPF_PROG_TEST_RUN tests of the XDP fast path: a crafted frame in, the expected XDP action, the
+// exact bytes out and exactly one outcome counter incremented.
+#include <bpf/bpf.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <barrier>
+#include <climits>
+#include <functional>
+#include <memory>
+#include <random>
+#include <thread>
+
+#include "fastpath.hpp"
+#include "support/packet_builder.hpp"
+
+namespace xagg::test {
+namespace {
+
+constexpr uint32_t kJobA = 1, kJobB = 2, kJobHost = 3, kJobSolo = 4;
+constexpr uint32_t kRegionChunks = 4;
+constexpr uint16_t kGroupPort = 9872;
+const Mac kAggMac{0x02, 0, 0, 0, 0, 0xaa};
+
+struct Member {
+    uint32_t ip;
+    uint16_t port;
+    Mac mac;
+};
+
+Member member_of(uint32_t job, uint32_t rank)
+{
+    return {ip4("10.0.0.0") + (job << 8) + rank + 1, static_cast<uint16_t>(5000 + rank),
+            Mac{0x02, 0, 0, 0, static_cast<uint8_t>(job), static_cast<uint8_t>(rank + 1)}};
+}
+
+uint32_t group_of(uint32_t job) { return ip4("239.1.0.0") + job; }
+
+Frame contribution(uint32_t job, uint32_t rank, uint32_t round, uint32_t chunk,
+                          std::vector<int32_t> values = std::vector<int32_t>(XAGG_CHUNK_ELEMS, 7))
+{
+    Member m = member_of(job, rank);
+    Frame f;
+    f.src_mac = m.mac;
+    f.dst_mac = kAggMac;
+    f.src_ip = m.ip;
+    f.src_port = m.port;
+    f.job = job;
+    f.rank = static_cast<uint16_t>(rank);
+    f.round = round;
+    f.chunk = chunk;
+    f.values = std::move(values);
+    return f;
+}
+
+struct Result {
+    uint32_t action;
+    Bytes out;
+};
+
+class FastPathTest : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        if (geteuid() != 0)
+            GTEST_SKIP() << "BPF_PROG_TEST_RUN needs root (CAP_BPF + CAP_NET_ADMIN)";
+        fp_ = std::make_unique<FastPath>(FastPathConfig{XAGG_DEFAULT_PORT, 16, 64});
+        fp_->load();
+        add_job(kJobA, 3, 0, kRegionChunks);
+        add_job(kJobB, 2, kRegionChunks, kRegionChunks);
+        add_job(kJobHost, 2, 0, 0, true);
+        add_job(kJobSolo, 1, 2 * kRegionChunks, kRegionChunks);
+    }
+
+    void add_job(uint32_t id, uint32_t workers, uint32_t base, uint32_t chunks, bool host = false)
+    {
+        JobSpec job;
+        job.id = id;
+        job.members = workers == 64 ? ~0ull : (1ull << workers) - 1;
+        job.region_base = base;
+        job.region_chunks = chunks;
+        job.host_path = host;
+        job.group.s_addr = htonl(group_of(id));
+        job.group_port = kGroupPort;
+        fp_->put_job(job);
+        for (uint32_t r = 0; r < workers; r++) {
+            Member m = member_of(id, r);
+            fp_->put_member(id, r, in_addr{htonl(m.ip)}, m.port);
+        }
+    }
+
+    // What the aggregator must send when `last` completes a chunk: written independently of the
+    // BPF code, from PROTOCOL.md ("Results").
+    static Bytes multicast_result(const Frame &last, const std::vector<int32_t> &sum,
+                                  uint64_t contrib)
+    {
+        Frame r = last;
+        uint32_t g = group_of(last.job);
+        r.dst_mac = Mac{0x01, 0x00, 0x5e, static_cast<uint8_t>((g >> 16) & 0x7f),
+                        static_cast<uint8_t>(g >> 8), static_cast<uint8_t>(g)};
+        r.src_mac = last.dst_mac;
+        r.src_ip = last.dst_ip;
+        r.dst_ip = g;
+        r.src_port = last.dst_port;
+        r.dst_port = kGroupPort;
+        r.flags = XAGG_F_RESULT;
+        r.rank = XAGG_RANK_AGGREGATOR;
+        r.contrib = contrib;
+        r.values = sum;
+        return r.build();  // build() leaves the UDP checksum 0, as the aggregator sends it
+    }
+
+    static Bytes unicast_result(const Frame &asker, const std::vector<int32_t> &sum,
+                                uint64_t contrib)
+    {
+        Frame r = asker;
+        std::swap(r.src_mac, r.dst_mac);
+        std::swap(r.src_ip, r.dst_ip);
+        std::swap(r.src_port, r.dst_port);
+        r.flags = XAGG_F_RESULT | XAGG_F_RESENT;
+        r.rank = XAGG_RANK_AGGREGATOR;
+        r.contrib = contrib;
+        r.values = sum;
+        return r.build();
+    }
+
+    Result run(const Bytes &in) const
+    {
+        Bytes out(in.size() + 256);
+        LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = in.data(),
+                    .data_out = out.data(), .data_size_in = static_cast<uint32_t>(in.size()),
+                    .data_size_out = static_cast<uint32_t>(out.size()), .repeat = 1);
+        int err = bpf_prog_test_run_opts(fp_->prog_fd(), &opts);
+        EXPECT_EQ(err, 0) << "BPF_PROG_TEST_RUN failed: " << strerror(errno);
+        out.resize(opts.data_size_out);
+        return {opts.retval, out};
+    }
+
+    // Runs one frame and checks the action and that exactly `counter` moved, by one.
+    Result expect(const Bytes &in, uint32_t action, enum xagg_counter counter) const
+    {
+        Counters before = fp_->counters();
+        Result r = run(in);
+        Counters after = fp_->counters();
+        EXPECT_EQ(r.action, action) << "counter expected: " << counter_name(counter);
+        for (int c = 0; c < XAGG_CNT_MAX; c++) {
+            uint64_t want = before[c] + (c == counter ? 1 : 0);
+            EXPECT_EQ(after[c], want) << "counter " << counter_name(static_cast<xagg_counter>(c));
+        }
+        return r;
+    }
+
+    void expect_unchanged(const Bytes &in, uint32_t action, enum xagg_counter counter) const
+    {
+        Result r = expect(in, action, counter);
+        EXPECT_EQ(r.out, in) << "a passed or dropped frame must leave the program untouched";
+    }
+
+    std::unique_ptr<FastPath> fp_;
+};
+
+std::vector<int32_t> filled(int32_t v) { return std::vector<int32_t>(XAGG_CHUNK_ELEMS, v); }
+
+std::vector<int32_t> random_values(uint32_t seed)
+{
+    std::mt19937 rng(seed);
+    std::uniform_int_distribution<int32_t> dist(INT32_MIN / 64, INT32_MAX / 64);
+    std::vector<int32_t> v(XAGG_CHUNK_ELEMS);
+    for (auto &x : v)
+        x = dist(rng);
+    return v;
+}
+
+std::vector<int32_t> sum_of(const std::vector<std::vector<int32_t>> &parts)
+{
+    std::vector<int32_t> s(XAGG_CHUNK_ELEMS, 0);
+    for (const auto &p : parts)
+        for (size_t i = 0; i < s.size(); i++)
+            s[i] = static_cast<int32_t>(static_cast<uint32_t>(s[i]) + static_cast<uint32_t>(p[i]));
+    return s;
+}
+
+// --- Frames that must be dropped or passed untouched ------------------------------------------
+
+struct BadFrameCase {
+    const char *name;
+    std::function<Bytes()> make;
+    uint32_t action;
+    enum xagg_counter counter;
+};
+
+// gtest prints the case by name rather than as raw bytes.
+void PrintTo(const BadFrameCase &c, std::ostream *os) { *os << c.name; }
+
+Bytes a0() { return contribution(kJobA, 0, 0, 0).build(); }
+
+Bytes a0_with(const std::function<void(Frame &)> &edit)
+{
+    Frame f = contribution(kJobA, 0, 0, 0);
+    edit(f);
+    return f.build();
+}
+
+Bytes cut(Bytes b, size_t len)
+{
+    b.resize(len);
+    return b;
+}
+
+// Inserts `n` bytes of IPv4 options (NOPs) and fixes lengths and checksum, so only the options
+// are wrong.
+Bytes with_ip_options(Bytes b, size_t n)
+{
+    b.insert(b.begin() + off::udp, n, 0x01);
+    b[off::ip] = static_cast<uint8_t>(0x40 | (5 + n / 4));
+    put_be16(b, off::ip_tot_len, static_cast<uint16_t>(b.size() - 14));
+    return b;
+}
+
+Bytes with_frag(Bytes b, uint16_t frag_field)
+{
+    put_be16(b, off::ip_frag, frag_field);
+    put_be16(b, off::ip_csum, ipv4_checksum(b, off::ip));
+    return b;
+}
+
+const BadFrameCase kBadFrames[] = {
+    // Not xagg traffic: the host keeps working.
+    {"cut_inside_ip_header", [] { return cut(a0(), off::ip + 10); }, XDP_PASS, XAGG_CNT_PASS_FOREIGN},
+    {"ipv6", [] { auto b = a0(); put_be16(b, off::eth_type, 0x86dd); return b; }, XDP_PASS,
+     XAGG_CNT_PASS_FOREIGN},
+    {"arp", [] { auto b = a0(); put_be16(b, off::eth_type, 0x0806); return b; }, XDP_PASS,
+     XAGG_CNT_PASS_FOREIGN},
+    {"tcp", [] { auto b = a0(); b[off::ip_proto] = 6; return b; }, XDP_PASS,
+     XAGG_CNT_PASS_FOREIGN},
+    {"other_udp_port", [] { return a0_with([](Frame &f) { f.dst_port = 53; }); }, XDP_PASS,
+     XAGG_CNT_PASS_FOREIGN},
+    {"cut_inside_udp_header", [] { return cut(a0(), off::udp + 4); }, XDP_PASS,
+     XAGG_CNT_PASS_FOREIGN},
+    {"later_fragment", [] { return with_frag(a0(), 0x0010); }, XDP_PASS, XAGG_CNT_PASS_FOREIGN},
+    // Addressed to xagg but malformed: counted and dropped, never summed.
+    {"cut_after_udp_header", [] { return cut(a0(), off::x); }, XDP_DROP, XAGG_CNT_DROP_TRUNCATED},
+    {"cut_inside_xagg_header", [] { return cut(a0(), off::x_nelem); }, XDP_DROP,
+     XAGG_CNT_DROP_TRUNCATED},
+    {"cut_inside_payload", [] { return cut(a0(), off::payload + 500); }, XDP_DROP,
+     XAGG_CNT_DROP_TRUNCATED},
+    {"cut_last_byte", [] { auto b = a0(); return cut(b, b.size() - 1); }, XDP_DROP,
+     XAGG_CNT_DROP_TRUNCATED},
+    {"udp_len_disagrees_with_ip",
+     [] { auto b = a0(); put_be16(b, off::udp_len, 8 + 32 + 4 * 255); return b; }, XDP_DROP,
+     XAGG_CNT_DROP_TRUNCATED},
+    {"ip_options", [] { return with_ip_options(a0(), 4); }, XDP_DROP, XAGG_CNT_DROP_IP_OPTIONS},
+    {"first_fragment", [] { return with_frag(a0(), 0x2000); }, XDP_DROP, XAGG_CNT_DROP_FRAGMENT},
+    {"bad_magic", [] { return a0_with([](Frame &f) { f.magic = 0x58414748; }); }, XDP_DROP,
+     XAGG_CNT_DROP_BAD_MAGIC},
+    {"magic_byte_swapped", [] { return a0_with([](Frame &f) { f.magic = 0x47474158; }); },
+     XDP_DROP, XAGG_CNT_DROP_BAD_MAGIC},
+    {"bad_version", [] { return a0_with([](Frame &f) { f.version = 2; }); }, XDP_DROP,
+     XAGG_CNT_DROP_BAD_VERSION},
+    {"nelem_below_payload", [] { return a0_with([](Frame &f) { f.nelem = 255; }); }, XDP_DROP,
+     XAGG_CNT_DROP_BAD_LENGTH},
+    {"nelem_above_payload", [] { return a0_with([](Frame &f) { f.nelem = 257; }); }, XDP_DROP,
+     XAGG_CNT_DROP_BAD_LENGTH},
+    {"nelem_byte_swapped", [] { return a0_with([](Frame &f) { f.nelem = 0x0001; }); }, XDP_DROP,
+     XAGG_CNT_DROP_BAD_LENGTH},
+    {"short_chunk_consistent_lengths",
+     [] { return a0_with([](Frame &f) { f.nelem = 16; f.values.resize(16); }); }, XDP_DROP,
+     XAGG_CNT_DROP_BAD_LENGTH},
+    {"result_flag_from_worker", [] { return a0_with([](Frame &f) { f.flags = XAGG_F_RESULT; }); },
+     XDP_DROP, XAGG_CNT_DROP_BAD_FLAGS},
+    {"unknown_flag", [] { return a0_with([](Frame &f) { f.flags = 0x80; }); }, XDP_DROP,
+     XAGG_CNT_DROP_BAD_FLAGS},
+    // Membership and isolation.
+    {"unknown_job", [] { return a0_with([](Frame &f) { f.job = 99; }); }, XDP_DROP,
+     XAGG_CNT_DROP_UNKNOWN_JOB},
+    {"wrong_source_address", [] { return a0_with([](Frame &f) { f.src_ip += 50; }); }, XDP_DROP,
+     XAGG_CNT_DROP_NOT_MEMBER},
+    {"wrong_source_port", [] { return a0_with([](Frame &f) { f.src_port = 5999; }); }, XDP_DROP,
+     XAGG_CNT_DROP_NOT_MEMBER},
+    {"unregistered_rank", [] { return a0_with([](Frame &f) { f.rank = 5; }); }, XDP_DROP,
+     XAGG_CNT_DROP_NOT_MEMBER},
+    {"rank_beyond_bitmap", [] { return a0_with([](Frame &f) { f.rank = 200; }); }, XDP_DROP,
+     XAGG_CNT_DROP_NOT_MEMBER},
+    {"member_of_job_b_claims_job_a",
+     [] { auto f = contribution(kJobB, 0, 0, 0); f.job = kJobA; return f.build(); }, XDP_DROP,
+     XAGG_CNT_DROP_NOT_MEMBER},
+    // Handed to the host-side parameter server, untouched.
+    {"host_path_job", [] { return contribution(kJobHost, 1, 0, 0).build(); }, XDP_PASS,
+     XAGG_CNT_PASS_HOST_JOB},
+    {"chunk_beyond_region", [] { return contribution(kJobA, 0, 0, kRegionChunks).build(); },
+     XDP_PASS, XAGG_CNT_PASS_HOST_OVERFLOW},
+    {"chunk_far_beyond_region", [] { return contribution(kJobA, 0, 0, 0xffffffff).build(); },
+     XDP_PASS, XAGG_CNT_PASS_HOST_OVERFLOW},
+};
+
+class BadFrameTest : public FastPathTest, public ::testing::WithParamInterface<BadFrameCase> {};
+
+TEST_P(BadFrameTest, IsCountedAndNeverSummed)
+{
+    const BadFrameCase &c = GetParam();
+    expect_unchanged(c.make(), c.action, c.counter);
+    // Whatever it was, it left no trace: job A's chunk 0 still needs all three members.
+    for (uint32_t r = 0; r < 2; r++)
+        expect(contribution(kJobA, r, 0, 0).build(), XDP_DROP, XAGG_CNT_AGGREGATED);
+    Frame last = contribution(kJobA, 2, 0, 0);
+    Result res = expect(last.build(), XDP_TX, XAGG_CNT_COMPLETED);
+    EXPECT_EQ(res.out, multicast_result(last, filled(21), 0b111));
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, BadFrameTest, ::testing::ValuesIn(kBadFrames),
+                         [](const auto &tc) { return std::string(tc.param.name); });
+
+// --- Aggregation ------------------------------------------------------------------------------
+
+TEST_F(FastPathTest, SumsThreeWorkersExactlyAtTheExtremesOfTheRange)
+{
+    std::vector<int32_t> v0(XAGG_CHUNK_ELEMS), v1(XAGG_CHUNK_ELEMS), v2(XAGG_CHUNK_ELEMS);
+    for (int i = 0; i < XAGG_CHUNK_ELEMS; i++) {
+        v0[i] = i % 2 ? INT32_MAX : INT32_MIN;
+        v1[i] = i % 2 ? INT32_MIN : INT32_MAX;
+        v2[i] = -i * 1000003;
+    }
+    expect(contribution(kJobA, 0, 0, 1, v0).build(), XDP_DROP, XAGG_CNT_AGGREGATED);
+    expect(contribution(kJobA, 1, 0, 1, v1).build(), XDP_DROP, XAGG_CNT_AGGREGATED);
+    Frame last = contribution(kJobA, 2, 0, 1, v2);
+    Result r = expect(last.build(), XDP_TX, XAGG_CNT_COMPLETED);
+    std::vector<int32_t> want(XAGG_CHUNK_ELEMS);
+    for (int i = 0; i < XAGG_CHUNK_ELEMS; i++)
+        want[i] = -1 - i * 1000003;  // INT32_MAX + INT32_MIN == -1
+    EXPECT_EQ(r.out, multicast_result(last, want, 0b111));
+    EXPECT_EQ(get_le32(r.out, off::payload), -1);
+    EXPECT_EQ(get_le32(r.out, off::payload + 4 * 255), -1 - 255 * 1000003);
+}
+
+TEST_F(FastPathTest, OverflowWrapsAsTwosComplement)
+{
+    expect(contribution(kJobA, 0, 0, 0, filled(INT32_MAX)).build(), XDP_DROP, XAGG_CNT_AGGREGATED);
+    expect(contribution(kJobA, 1, 0, 0, filled(1)).build(), XDP_DROP, XAGG_CNT_AGGREGATED);
+    Frame last = contribution(kJobA, 2, 0, 0, filled(1));
+    Result r = expect(last.build(), XDP_TX, XAGG_CNT_COMPLETED);
+    EXPECT_EQ(r.out, multicast_result(last, filled(INT32_MIN + 1), 0b111));
+}
+
+TEST_F(FastPathTest, ArrivalOrderDoesNotMatter)
+{
+    auto v = [](uint32_t r) { return random_values(100 + r); };
+    std::vector<int32_t> want = sum_of({v(0), v(1), v(2)});
+    for (uint32_t chunk = 0; chunk < 3; chunk++) {
+        uint32_t order[3][3] = {{0, 1, 2}, {2, 0, 1}, {1, 2, 0}};
+        for (int i = 0; i < 2; i++)
+            expect(contribution(kJobA, order[chunk][i], 0, chunk, v(order[chunk][i])).build(),
+                   XDP_DROP, XAGG_CNT_AGGREGATED);
+        Frame last = contribution(kJobA, order[chunk][2], 0, chunk, v(order[chunk][2]));
+        EXPECT_EQ(expect(last.build(), XDP_TX, XAGG_CNT_COMPLETED).out,
+                  multicast_result(last, want, 0b111));
+    }
+}
+
+TEST_F(FastPathTest, DuplicateIsNotCountedTwice)
+{
+    expect(contribution(kJobA, 0, 0, 0, filled(5)).build(), XDP_DROP, XAGG_CNT_AGGREGATED);
+    Frame again = contribution(kJobA, 0, 0, 0, filled(5));
+    again.flags = XAGG_F_RETRANSMIT;
+    expect_unchanged(again.build(), XDP_DROP, XAGG_CNT_DROP_DUPLICATE);
+    expect(contribution(kJobA, 1, 0, 0, filled(6)).build(), XDP_DROP, XAGG_CNT_AGGREGATED);
+    Frame last = contribution(kJobA, 2, 0, 0, filled(7));
+    EXPECT_EQ(expect(last.build(), XDP_TX, XAGG_CNT_COMPLETED).out,
+              multicast_result(last, filled(18), 0b111));
+}
+
+TEST_F(FastPathTest, RetransmissionAfterCompletionIsAnsweredToThatWorkerAlone)
+{
+    for (uint32_t r = 0; r < 3; r++)
+        run(contribution(kJobA, r, 0, 0, filled(static_cast<int32_t>(r + 1))).build());
+    Frame asker = contribution(kJobA, 1, 0, 0, filled(2));
+    asker.flags = XAGG_F_RETRANSMIT;
+    Result r = expect(asker.build(), XDP_TX, XAGG_CNT_RESENT);
+    EXPECT_EQ(r.out, unicast_result(asker, filled(6), 0b111));
+    // Swapping addresses keeps the IPv4 checksum valid without recomputing it.
+    EXPECT_EQ((r.out[off::ip_csum] << 8 | r.out[off::ip_csum + 1]), ipv4_checksum(r.out, off::ip));
+}
+
+TEST_F(FastPathTest, RoundsAlternateSlotsAndKeepThePreviousResult)
+{
+    auto finish_round = [&](uint32_t round, int32_t base) {
+        for (uint32_t r = 0; r < 2; r++)
+            expect(contribution(kJobA, r, round, 0, filled(base + static_cast<int32_t>(r))).build(),
+                   XDP_DROP, XAGG_CNT_AGGREGATED);
+        Frame last = contribution(kJobA, 2, round, 0, filled(base + 2));
+        EXPECT_EQ(expect(last.build(), XDP_TX, XAGG_CNT_COMPLETED).out,
+                  multicast_result(last, filled(3 * base + 3), 0b111));
+    };
+    finish_round(0, 10);
+    // Round 1 starts while worker 0 still lacks round 0's result: both must coexist.
+    expect(contribution(kJobA, 1, 1, 0, filled(20)).build(), XDP_DROP, XAGG_CNT_AGGREGATED);
+    Frame lost = contribution(kJobA, 0, 0, 0, filled(10));
+    EXPECT_EQ(expect(lost.build(), XDP_TX, XAGG_CNT_RESENT).out,
+              unicast_result(lost, filled(33), 0b111));
+    expect(contribution(kJobA, 0, 1, 0, filled(21)).build(), XDP_DROP, XAGG_CNT_AGGREGATED);
+    Frame last1 = contribution(kJobA, 2, 1, 0, filled(22));
+    EXPECT_EQ(expect(last1.build(), XDP_TX, XAGG_CNT_COMPLETED).out,
+              multicast_result(last1, filled(63), 0b111));
+    // Round 2 reuses round 0's slot; from then on round 0 is history.
+    finish_round(2, 30);
+    expect_unchanged(contribution(kJobA, 0, 0, 0).build(), XDP_DROP, XAGG_CNT_DROP_STALE_ROUND);
+    // Round 1's result is still there for a worker that lost it.
+    Frame lost1 = contribution(kJobA, 2, 1, 0, filled(22));
+    EXPECT_EQ(expect(lost1.build(), XDP_TX, XAGG_CNT_RESENT).out,
+              unicast_result(lost1, filled(63), 0b111));
+}
+
+TEST_F(FastPathTest, RoundsOutsideTheWindowAreStale)
+{
+    for (uint32_t r = 0; r < 3; r++)
+        run(contribution(kJobA, r, 1, 0).build());  // slot of parity 1 holds round 1
+    expect_unchanged(contribution(kJobA, 0, 5, 0).build(), XDP_DROP, XAGG_CNT_DROP_STALE_ROUND);
+    expect_unchanged(contribution(kJobA, 0, 0xffffffff, 0).build(), XDP_DROP,
+                     XAGG_CNT_DROP_STALE_ROUND);
+    expect(contribution(kJobA, 0, 3, 0).build(), XDP_DROP, XAGG_CNT_AGGREGATED);
+}
+
+TEST_F(FastPathTest, RoundNumbersWrapAround)
+{
+    for (uint32_t round : {0xfffffffeu, 0xffffffffu, 0u, 1u}) {
+        for (uint32_t r = 0; r < 2; r++)
+            expect(contribution(kJobA, r, round, 3, filled(1)).build(), XDP_DROP,
+                   XAGG_CNT_AGGREGATED);
+        Frame last = contribution(kJobA, 2, round, 3, filled(1));
+        EXPECT_EQ(expect(last.build(), XDP_TX, XAGG_CNT_COMPLETED).out,
+                  multicast_result(last, filled(3), 0b111))
+            << "round " << round;
+    }
+}
+
+TEST_F(FastPathTest, DisagreeingExponentIsRefused)
+{
+    Frame f0 = contribution(kJobA, 0, 0, 0);
+    f0.exponent = -8;
+    expect(f0.build(), XDP_DROP, XAGG_CNT_AGGREGATED);
+    Frame f1 = contribution(kJobA, 1, 0, 0);
+    f1.exponent = -7;
+    expect_unchanged(f1.build(), XDP_DROP, XAGG_CNT_DROP_BAD_EXPONENT);
+}
+
+TEST_F(FastPathTest, JobsNeverTouchEachOthersSlots)
+{
+    // Job A and job B use the same chunk and round numbers at the same time.
+    expect(contribution(kJobA, 0, 0, 0, filled(1000)).build(), XDP_DROP, XAGG_CNT_AGGREGATED);
+    expect(contribution(kJobB, 0, 0, 0, filled(-1)).build(), XDP_DROP, XAGG_CNT_AGGREGATED);
+    Frame lastb = contribution(kJobB, 1, 0, 0, filled(-2));
+    EXPECT_EQ(expect(lastb.build(), XDP_TX, XAGG_CNT_COMPLETED).out,
+              multicast_result(lastb, filled(-3), 0b11));
+    // Job A's region is slots [0, 2*4), job B's [8, 16): check the memory itself.
+    xagg_slot a = fp_->slot(0), b = fp_->slot(2 * kRegionChunks);
+    EXPECT_EQ(a.job_id, kJobA);
+    EXPECT_EQ(a.seen, 0b1u);
+    EXPECT_EQ(a.sum[0], 1000);
+    EXPECT_EQ(b.job_id, kJobB);
+    EXPECT_EQ(b.sum[255], -3);
+    // A chunk index that would land in job B's region if it were not bounded goes to the host.
+    expect_unchanged(contribution(kJobA, 1, 0, kRegionChunks).build(), XDP_PASS,
+                     XAGG_CNT_PASS_HOST_OVERFLOW);
+    EXPECT_EQ(fp_->slot(2 * kRegionChunks).seen, 0b11u);
+}
+
+TEST_F(FastPathTest, OneWorkerJobAnswersAtOnce)
+{
+    Frame f = contribution(kJobSolo, 0, 0, 0, random_values(9));
+    EXPECT_EQ(expect(f.build(), XDP_TX, XAGG_CNT_COMPLETED).out,
+              multicast_result(f, random_values(9), 0b1));
+}
+
+class WorkerCountTest : public FastPathTest, public ::testing::WithParamInterface<uint32_t> {};
+
+TEST_P(WorkerCountTest, EveryMemberCompletesTheSum)
+{
+    uint32_t n = GetParam();
+    constexpr uint32_t kJob = 10;
+    add_job(kJob, n, 3 * kRegionChunks, kRegionChunks);
+    std::vector<std::vector<int32_t>> parts;
+    for (uint32_t r = 0; r < n; r++)
+        parts.push_back(random_values(1000 * n + r));
+    for (uint32_t r = 0; r + 1 < n; r++)
+        expect(contribution(kJob, r, 0, 2, parts[r]).build(), XDP_DROP, XAGG_CNT_AGGREGATED);
+    Frame last = contribution(kJob, n - 1, 0, 2, parts[n - 1]);
+    uint64_t all = n == 64 ? ~0ull : (1ull << n) - 1;
+    EXPECT_EQ(expect(last.build(), XDP_TX, XAGG_CNT_COMPLETED).out,
+              multicast_result(last, sum_of(parts), all));
+}
+
+INSTANTIATE_TEST_SUITE_P(Workers, WorkerCountTest, ::testing::Values(2u, 3u, 4u, 8u, 17u, 64u));
+
+// Several CPUs adding into the same slot at once: the spin lock must make each packet's update
+// atomic. Every round all threads race on chunk 0 (and a few more), then results are checked.
+TEST_F(FastPathTest, ConcurrentContributionsToOneSlotSumExactly)
+{
+    constexpr uint32_t kThreads = 8, kRounds = 2000, kChunks = 2, kJob = 11;
+    add_job(kJob, kThreads, 3 * kRegionChunks, kChunks);
+    std::vector<std::vector<int32_t>> parts;
+    for (uint32_t r = 0; r < kThreads; r++)
+        parts.push_back(random_values(77 + r));
+    const std::vector<int32_t> want = sum_of(parts);
+
+    std::barrier sync(kThreads);
+    std::atomic<uint32_t> completions{0}, wrong{0}, errors{0};
+    auto worker = [&](uint32_t rank) {
+        std::vector<Bytes> frames;
+        for (uint32_t round = 0; round < kRounds; round++) {
+            sync.arrive_and_wait();
+            for (uint32_t chunk = 0; chunk < kChunks; chunk++) {
+                Bytes in = contribution(kJob, rank, round, chunk, parts[rank]).build();
+                Bytes out(in.size());
+                LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = in.data(), .data_out = out.data(),
+                            .data_size_in = static_cast<uint32_t>(in.size()),
+                            .data_size_out = static_cast<uint32_t>(out.size()), .repeat = 1);
+                if (bpf_prog_test_run_opts(fp_->prog_fd(), &o) != 0) {
+                    errors++;
+                    continue;
+                }
+                if (o.retval == XDP_TX) {
+                    completions++;
+                    for (int i = 0; i < XAGG_CHUNK_ELEMS; i++)
+                        if (get_le32(out, off::payload + 4 * i) != want[i]) {
+                            wrong++;
+                            break;
+                        }
+                } else if (o.retval != XDP_DROP) {
+                    errors++;
+                }
+            }
+        }
+    };
+    std::vector<std::thread> threads;
+    for (uint32_t r = 0; r < kThreads; r++)
+        threads.emplace_back(worker, r);
+    for (auto &t : threads)
+        t.join();
+    EXPECT_EQ(errors.load(), 0u);
+    EXPECT_EQ(wrong.load(), 0u);
+    EXPECT_EQ(completions.load(), kRounds * kChunks) << "exactly one completion per chunk-round";
+    Counters c = fp_->counters();
+    EXPECT_EQ(c[XAGG_CNT_COMPLETED], kRounds * kChunks);
+    EXPECT_EQ(c[XAGG_CNT_AGGREGATED], kRounds * kChunks * (kThreads - 1));
+}
+
+}  // namespace
+}  // namespace xagg::test
