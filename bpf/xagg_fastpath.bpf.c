@@ -33,12 +33,12 @@ static __always_inline int count(enum xagg_counter which, int action)
 
 /* What the locked slot update decided; the reply is built after the lock is released. */
 enum slot_verdict {
-    SLOT_ADDED,      /* counted, chunk incomplete: consume the packet */
-    SLOT_COMPLETED,  /* counted, chunk complete: packet now carries the sum, send to the group */
-    SLOT_DUPLICATE,  /* already counted, incomplete: drop */
-    SLOT_RESEND,     /* already counted, complete: packet now carries the sum, send back */
-    SLOT_STALE,      /* round outside the slot's window: drop */
-    SLOT_BAD_EXP,    /* exponent disagrees with the round's: drop */
+    SLOT_ADDED,     /* counted, chunk incomplete: consume the packet */
+    SLOT_COMPLETED, /* counted, chunk complete: packet now carries the sum, send to the group */
+    SLOT_DUPLICATE, /* already counted, incomplete: drop */
+    SLOT_RESEND,    /* already counted, complete: packet now carries the sum, send back */
+    SLOT_STALE,     /* round outside the slot's window: drop */
+    SLOT_BAD_EXP,   /* exponent disagrees with the round's: drop */
 };
 
 /*
@@ -206,14 +206,10 @@ int xagg_fastpath(struct xdp_md *ctx)
 
     __u64 seen = 0;
     switch (update_slot(slot, job_id, round, hdr->exponent, bit, job->members, vals, &seen)) {
-    case SLOT_ADDED:
-        return count(XAGG_CNT_AGGREGATED, XDP_DROP);
-    case SLOT_DUPLICATE:
-        return count(XAGG_CNT_DROP_DUPLICATE, XDP_DROP);
-    case SLOT_STALE:
-        return count(XAGG_CNT_DROP_STALE_ROUND, XDP_DROP);
-    case SLOT_BAD_EXP:
-        return count(XAGG_CNT_DROP_BAD_EXPONENT, XDP_DROP);
+    case SLOT_ADDED: return count(XAGG_CNT_AGGREGATED, XDP_DROP);
+    case SLOT_DUPLICATE: return count(XAGG_CNT_DROP_DUPLICATE, XDP_DROP);
+    case SLOT_STALE: return count(XAGG_CNT_DROP_STALE_ROUND, XDP_DROP);
+    case SLOT_BAD_EXP: return count(XAGG_CNT_DROP_BAD_EXPONENT, XDP_DROP);
     case SLOT_COMPLETED:
         fill_result_hdr(hdr, seen, 0);
         address_to_group(eth, ip, udp, job);

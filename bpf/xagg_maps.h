@@ -18,7 +18,7 @@ struct {
 
 struct {
     __uint(type, BPF_MAP_TYPE_HASH);
-    __uint(max_entries, XAGG_DEFAULT_MAX_JOBS * XAGG_MAX_WORKERS);
+    __uint(max_entries, XAGG_DEFAULT_MAX_JOBS *XAGG_MAX_WORKERS);
     __type(key, struct xagg_member_key);
     __type(value, struct xagg_member);
 } members SEC(".maps");

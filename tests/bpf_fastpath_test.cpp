@@ -36,10 +36,13 @@ Member member_of(uint32_t job, uint32_t rank)
             Mac{0x02, 0, 0, 0, static_cast<uint8_t>(job), static_cast<uint8_t>(rank + 1)}};
 }
 
-uint32_t group_of(uint32_t job) { return ip4("239.1.0.0") + job; }
+uint32_t group_of(uint32_t job)
+{
+    return ip4("239.1.0.0") + job;
+}
 
 Frame contribution(uint32_t job, uint32_t rank, uint32_t round, uint32_t chunk,
-                          std::vector<int32_t> values = std::vector<int32_t>(XAGG_CHUNK_ELEMS, 7))
+                   std::vector<int32_t> values = std::vector<int32_t>(XAGG_CHUNK_ELEMS, 7))
 {
     Member m = member_of(job, rank);
     Frame f;
@@ -98,8 +101,12 @@ protected:
     {
         Frame r = last;
         uint32_t g = group_of(last.job);
-        r.dst_mac = Mac{0x01, 0x00, 0x5e, static_cast<uint8_t>((g >> 16) & 0x7f),
-                        static_cast<uint8_t>(g >> 8), static_cast<uint8_t>(g)};
+        r.dst_mac = Mac{0x01,
+                        0x00,
+                        0x5e,
+                        static_cast<uint8_t>((g >> 16) & 0x7f),
+                        static_cast<uint8_t>(g >> 8),
+                        static_cast<uint8_t>(g)};
         r.src_mac = last.dst_mac;
         r.src_ip = last.dst_ip;
         r.dst_ip = g;
@@ -129,8 +136,8 @@ protected:
     Result run(const Bytes &in) const
     {
         Bytes out(in.size() + 256);
-        LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = in.data(),
-                    .data_out = out.data(), .data_size_in = static_cast<uint32_t>(in.size()),
+        LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = in.data(), .data_out = out.data(),
+                    .data_size_in = static_cast<uint32_t>(in.size()),
                     .data_size_out = static_cast<uint32_t>(out.size()), .repeat = 1);
         int err = bpf_prog_test_run_opts(fp_->prog_fd(), &opts);
         EXPECT_EQ(err, 0) << "BPF_PROG_TEST_RUN failed: " << strerror(errno);
@@ -161,7 +168,10 @@ protected:
     std::unique_ptr<FastPath> fp_;
 };
 
-std::vector<int32_t> filled(int32_t v) { return std::vector<int32_t>(XAGG_CHUNK_ELEMS, v); }
+std::vector<int32_t> filled(int32_t v)
+{
+    return std::vector<int32_t>(XAGG_CHUNK_ELEMS, v);
+}
 
 std::vector<int32_t> random_values(uint32_t seed)
 {
@@ -192,9 +202,15 @@ struct BadFrameCase {
 };
 
 // gtest prints the case by name rather than as raw bytes.
-void PrintTo(const BadFrameCase &c, std::ostream *os) { *os << c.name; }
+void PrintTo(const BadFrameCase &c, std::ostream *os)
+{
+    *os << c.name;
+}
 
-Bytes a0() { return contribution(kJobA, 0, 0, 0).build(); }
+Bytes a0()
+{
+    return contribution(kJobA, 0, 0, 0).build();
+}
 
 Bytes a0_with(const std::function<void(Frame &)> &edit)
 {
@@ -228,13 +244,29 @@ Bytes with_frag(Bytes b, uint16_t frag_field)
 
 const BadFrameCase kBadFrames[] = {
     // Not xagg traffic: the host keeps working.
-    {"cut_inside_ip_header", [] { return cut(a0(), off::ip + 10); }, XDP_PASS, XAGG_CNT_PASS_FOREIGN},
-    {"ipv6", [] { auto b = a0(); put_be16(b, off::eth_type, 0x86dd); return b; }, XDP_PASS,
+    {"cut_inside_ip_header", [] { return cut(a0(), off::ip + 10); }, XDP_PASS,
      XAGG_CNT_PASS_FOREIGN},
-    {"arp", [] { auto b = a0(); put_be16(b, off::eth_type, 0x0806); return b; }, XDP_PASS,
-     XAGG_CNT_PASS_FOREIGN},
-    {"tcp", [] { auto b = a0(); b[off::ip_proto] = 6; return b; }, XDP_PASS,
-     XAGG_CNT_PASS_FOREIGN},
+    {"ipv6",
+     [] {
+         auto b = a0();
+         put_be16(b, off::eth_type, 0x86dd);
+         return b;
+     },
+     XDP_PASS, XAGG_CNT_PASS_FOREIGN},
+    {"arp",
+     [] {
+         auto b = a0();
+         put_be16(b, off::eth_type, 0x0806);
+         return b;
+     },
+     XDP_PASS, XAGG_CNT_PASS_FOREIGN},
+    {"tcp",
+     [] {
+         auto b = a0();
+         b[off::ip_proto] = 6;
+         return b;
+     },
+     XDP_PASS, XAGG_CNT_PASS_FOREIGN},
     {"other_udp_port", [] { return a0_with([](Frame &f) { f.dst_port = 53; }); }, XDP_PASS,
      XAGG_CNT_PASS_FOREIGN},
     {"cut_inside_udp_header", [] { return cut(a0(), off::udp + 4); }, XDP_PASS,
@@ -246,17 +278,25 @@ const BadFrameCase kBadFrames[] = {
      XAGG_CNT_DROP_TRUNCATED},
     {"cut_inside_payload", [] { return cut(a0(), off::payload + 500); }, XDP_DROP,
      XAGG_CNT_DROP_TRUNCATED},
-    {"cut_last_byte", [] { auto b = a0(); return cut(b, b.size() - 1); }, XDP_DROP,
-     XAGG_CNT_DROP_TRUNCATED},
+    {"cut_last_byte",
+     [] {
+         auto b = a0();
+         return cut(b, b.size() - 1);
+     },
+     XDP_DROP, XAGG_CNT_DROP_TRUNCATED},
     {"udp_len_disagrees_with_ip",
-     [] { auto b = a0(); put_be16(b, off::udp_len, 8 + 32 + 4 * 255); return b; }, XDP_DROP,
-     XAGG_CNT_DROP_TRUNCATED},
+     [] {
+         auto b = a0();
+         put_be16(b, off::udp_len, 8 + 32 + 4 * 255);
+         return b;
+     },
+     XDP_DROP, XAGG_CNT_DROP_TRUNCATED},
     {"ip_options", [] { return with_ip_options(a0(), 4); }, XDP_DROP, XAGG_CNT_DROP_IP_OPTIONS},
     {"first_fragment", [] { return with_frag(a0(), 0x2000); }, XDP_DROP, XAGG_CNT_DROP_FRAGMENT},
     {"bad_magic", [] { return a0_with([](Frame &f) { f.magic = 0x58414748; }); }, XDP_DROP,
      XAGG_CNT_DROP_BAD_MAGIC},
-    {"magic_byte_swapped", [] { return a0_with([](Frame &f) { f.magic = 0x47474158; }); },
-     XDP_DROP, XAGG_CNT_DROP_BAD_MAGIC},
+    {"magic_byte_swapped", [] { return a0_with([](Frame &f) { f.magic = 0x47474158; }); }, XDP_DROP,
+     XAGG_CNT_DROP_BAD_MAGIC},
     {"bad_version", [] { return a0_with([](Frame &f) { f.version = 2; }); }, XDP_DROP,
      XAGG_CNT_DROP_BAD_VERSION},
     {"nelem_below_payload", [] { return a0_with([](Frame &f) { f.nelem = 255; }); }, XDP_DROP,
@@ -266,8 +306,13 @@ const BadFrameCase kBadFrames[] = {
     {"nelem_byte_swapped", [] { return a0_with([](Frame &f) { f.nelem = 0x0001; }); }, XDP_DROP,
      XAGG_CNT_DROP_BAD_LENGTH},
     {"short_chunk_consistent_lengths",
-     [] { return a0_with([](Frame &f) { f.nelem = 16; f.values.resize(16); }); }, XDP_DROP,
-     XAGG_CNT_DROP_BAD_LENGTH},
+     [] {
+         return a0_with([](Frame &f) {
+             f.nelem = 16;
+             f.values.resize(16);
+         });
+     },
+     XDP_DROP, XAGG_CNT_DROP_BAD_LENGTH},
     {"result_flag_from_worker", [] { return a0_with([](Frame &f) { f.flags = XAGG_F_RESULT; }); },
      XDP_DROP, XAGG_CNT_DROP_BAD_FLAGS},
     {"unknown_flag", [] { return a0_with([](Frame &f) { f.flags = 0x80; }); }, XDP_DROP,
@@ -284,8 +329,12 @@ const BadFrameCase kBadFrames[] = {
     {"rank_beyond_bitmap", [] { return a0_with([](Frame &f) { f.rank = 200; }); }, XDP_DROP,
      XAGG_CNT_DROP_NOT_MEMBER},
     {"member_of_job_b_claims_job_a",
-     [] { auto f = contribution(kJobB, 0, 0, 0); f.job = kJobA; return f.build(); }, XDP_DROP,
-     XAGG_CNT_DROP_NOT_MEMBER},
+     [] {
+         auto f = contribution(kJobB, 0, 0, 0);
+         f.job = kJobA;
+         return f.build();
+     },
+     XDP_DROP, XAGG_CNT_DROP_NOT_MEMBER},
     // Handed to the host-side parameter server, untouched.
     {"host_path_job", [] { return contribution(kJobHost, 1, 0, 0).build(); }, XDP_PASS,
      XAGG_CNT_PASS_HOST_JOB},

@@ -64,7 +64,7 @@ struct xagg_slot {
     __u32 round;    /* round whose sum this slot holds */
     __s32 exponent; /* block exponent every contribution of the round must carry */
     __u32 reserved;
-    __u64 seen;     /* bitmap of ranks already added */
+    __u64 seen; /* bitmap of ranks already added */
     __s32 sum[XAGG_CHUNK_ELEMS];
 };
 
@@ -73,24 +73,24 @@ struct xagg_slot {
  * exactly one of them, so their sum is the number of packets processed.
  */
 enum xagg_counter {
-    XAGG_CNT_PASS_FOREIGN = 0,    /* not xagg traffic: passed untouched */
-    XAGG_CNT_DROP_TRUNCATED,      /* xagg port, but shorter than its IP/UDP/xagg lengths say */
-    XAGG_CNT_DROP_IP_OPTIONS,     /* IPv4 header with options */
-    XAGG_CNT_DROP_FRAGMENT,       /* IPv4 fragment */
-    XAGG_CNT_DROP_BAD_MAGIC,      /* xagg header magic is wrong */
-    XAGG_CNT_DROP_BAD_VERSION,    /* protocol version not supported */
-    XAGG_CNT_DROP_BAD_LENGTH,     /* element count does not match the UDP length, or != chunk */
-    XAGG_CNT_DROP_BAD_FLAGS,      /* a worker sent a result flag or an unknown flag */
-    XAGG_CNT_DROP_UNKNOWN_JOB,    /* job id not registered */
-    XAGG_CNT_DROP_NOT_MEMBER,     /* rank unknown, or not from that rank's address and port */
-    XAGG_CNT_PASS_HOST_JOB,       /* job configured for the host path: passed to the host PS */
-    XAGG_CNT_PASS_HOST_OVERFLOW,  /* chunk beyond the job's fast-path region: passed to host PS */
-    XAGG_CNT_AGGREGATED,          /* contribution added; chunk still waiting for others */
-    XAGG_CNT_COMPLETED,           /* last contribution added; result sent to the group */
-    XAGG_CNT_DROP_DUPLICATE,      /* contribution already counted, chunk not yet complete */
-    XAGG_CNT_RESENT,              /* contribution already counted, chunk complete: result re-sent */
-    XAGG_CNT_DROP_STALE_ROUND,    /* round is neither the slot's current one nor the next */
-    XAGG_CNT_DROP_BAD_EXPONENT,   /* block exponent differs from the round's first contribution */
+    XAGG_CNT_PASS_FOREIGN = 0,   /* not xagg traffic: passed untouched */
+    XAGG_CNT_DROP_TRUNCATED,     /* xagg port, but shorter than its IP/UDP/xagg lengths say */
+    XAGG_CNT_DROP_IP_OPTIONS,    /* IPv4 header with options */
+    XAGG_CNT_DROP_FRAGMENT,      /* IPv4 fragment */
+    XAGG_CNT_DROP_BAD_MAGIC,     /* xagg header magic is wrong */
+    XAGG_CNT_DROP_BAD_VERSION,   /* protocol version not supported */
+    XAGG_CNT_DROP_BAD_LENGTH,    /* element count does not match the UDP length, or != chunk */
+    XAGG_CNT_DROP_BAD_FLAGS,     /* a worker sent a result flag or an unknown flag */
+    XAGG_CNT_DROP_UNKNOWN_JOB,   /* job id not registered */
+    XAGG_CNT_DROP_NOT_MEMBER,    /* rank unknown, or not from that rank's address and port */
+    XAGG_CNT_PASS_HOST_JOB,      /* job configured for the host path: passed to the host PS */
+    XAGG_CNT_PASS_HOST_OVERFLOW, /* chunk beyond the job's fast-path region: passed to host PS */
+    XAGG_CNT_AGGREGATED,         /* contribution added; chunk still waiting for others */
+    XAGG_CNT_COMPLETED,          /* last contribution added; result sent to the group */
+    XAGG_CNT_DROP_DUPLICATE,     /* contribution already counted, chunk not yet complete */
+    XAGG_CNT_RESENT,             /* contribution already counted, chunk complete: result re-sent */
+    XAGG_CNT_DROP_STALE_ROUND,   /* round is neither the slot's current one nor the next */
+    XAGG_CNT_DROP_BAD_EXPONENT,  /* block exponent differs from the round's first contribution */
     XAGG_CNT_MAX,
 };
 

@@ -62,17 +62,17 @@ enum xagg_flags {
 #define XAGG_F_WORKER_MASK (XAGG_F_RETRANSMIT)
 
 struct xagg_hdr {
-    __be32 magic;     /* XAGG_MAGIC */
-    __u8 version;     /* XAGG_VERSION */
-    __u8 flags;       /* enum xagg_flags */
-    __be16 rank;      /* sender's rank in the job, XAGG_RANK_AGGREGATOR on results */
-    __be32 job_id;    /* job the chunk belongs to */
-    __be32 round;     /* iteration number; rounds of a chunk advance by one, wrapping at 2^32 */
-    __be32 chunk;     /* chunk index within the job's gradient */
-    __be16 nelem;     /* number of int32 values that follow: XAGG_CHUNK_ELEMS in version 1 */
-    __s8 exponent;    /* block exponent: value = int32 * 2^exponent; all ranks must agree */
-    __u8 reserved;    /* zero */
-    __be64 contrib;   /* results: bitmap of the ranks summed (bit r = rank r); zero otherwise */
+    __be32 magic;   /* XAGG_MAGIC */
+    __u8 version;   /* XAGG_VERSION */
+    __u8 flags;     /* enum xagg_flags */
+    __be16 rank;    /* sender's rank in the job, XAGG_RANK_AGGREGATOR on results */
+    __be32 job_id;  /* job the chunk belongs to */
+    __be32 round;   /* iteration number; rounds of a chunk advance by one, wrapping at 2^32 */
+    __be32 chunk;   /* chunk index within the job's gradient */
+    __be16 nelem;   /* number of int32 values that follow: XAGG_CHUNK_ELEMS in version 1 */
+    __s8 exponent;  /* block exponent: value = int32 * 2^exponent; all ranks must agree */
+    __u8 reserved;  /* zero */
+    __be64 contrib; /* results: bitmap of the ranks summed (bit r = rank r); zero otherwise */
 };
 
 /* Every field sits at its natural alignment, so the struct has no padding and needs no packing

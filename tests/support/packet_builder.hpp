@@ -30,9 +30,9 @@ inline constexpr size_t eth_dst = 0, eth_src = 6, eth_type = 12;
 inline constexpr size_t ip = 14, ip_tot_len = 16, ip_frag = 20, ip_ttl = 22, ip_proto = 23,
                         ip_csum = 24, ip_src = 26, ip_dst = 30;
 inline constexpr size_t udp = 34, udp_sport = 34, udp_dport = 36, udp_len = 38, udp_csum = 40;
-inline constexpr size_t x = 42, x_magic = 42, x_version = 46, x_flags = 47, x_rank = 48,
-                        x_job = 50, x_round = 54, x_chunk = 58, x_nelem = 62, x_exp = 64,
-                        x_reserved = 65, x_contrib = 66, payload = 74;
+inline constexpr size_t x = 42, x_magic = 42, x_version = 46, x_flags = 47, x_rank = 48, x_job = 50,
+                        x_round = 54, x_chunk = 58, x_nelem = 62, x_exp = 64, x_reserved = 65,
+                        x_contrib = 66, payload = 74;
 }  // namespace off
 
 inline void put_be16(Bytes &b, size_t at, uint16_t v)
