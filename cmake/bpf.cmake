@@ -27,7 +27,7 @@ function(xagg_bpf_program name)
     DEPENDS ${obj}
     COMMENT "skeleton ${name}.skel.h"
     VERBATIM)
-  add_custom_target(xagg_bpf_${name}_gen DEPENDS ${skel})
+  add_custom_target(xagg_bpf_${name}_gen ALL DEPENDS ${skel})
   add_library(xagg_bpf_${name} INTERFACE)
   add_dependencies(xagg_bpf_${name} xagg_bpf_${name}_gen)
   target_include_directories(xagg_bpf_${name} SYSTEM INTERFACE ${XAGG_BPF_OUT})

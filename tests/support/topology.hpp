@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: MIT
+// The namespace topology of scripts/netns-topology.sh, owned by a test: built in the
+// constructor, always removed in the destructor, under a name unique to the test process.
+#pragma once
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "support/process.hpp"
+
+namespace xagg::test {
+
+inline const std::string kAggAddr = "10.77.0.100";
+inline std::string worker_addr(unsigned rank)
+{
+    return "10.77.0." + std::to_string(rank + 1);
+}
+
+class Topology {
+public:
+    Topology(const std::string &tag, unsigned workers)
+        : prefix_("xaggt" + std::to_string(getpid()) + tag)
+    {
+        down();
+        std::string out = run_command(script() + " up " + prefix_ + " " + std::to_string(workers) +
+                                      " " + XAGG_BINARY_DIR "/bpf/xdp_pass.bpf.o");
+        if (!run_command("ip netns list | grep -c '^" + prefix_ + "-agg'").starts_with("1")) {
+            down();
+            throw std::runtime_error("building the namespace topology failed: " + out);
+        }
+    }
+    ~Topology() { down(); }
+    Topology(const Topology &) = delete;
+    Topology &operator=(const Topology &) = delete;
+
+    std::string agg() const { return prefix_ + "-agg"; }
+    std::string worker(unsigned rank) const { return prefix_ + "-w" + std::to_string(rank); }
+    std::string sw() const { return prefix_ + "-sw"; }
+    const std::string &prefix() const { return prefix_; }
+
+    // Runs `fn` on a thread moved into namespace `ns`; sockets it creates stay in that namespace.
+    static void in_netns(const std::string &ns, const std::function<void()> &fn)
+    {
+        std::exception_ptr error;
+        std::thread t([&] {
+            try {
+                int fd = open(("/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
+                if (fd < 0 || setns(fd, CLONE_NEWNET) != 0)
+                    throw std::runtime_error("cannot enter namespace " + ns);
+                close(fd);
+                fn();
+            } catch (...) {
+                error = std::current_exception();
+            }
+        });
+        t.join();
+        if (error)
+            std::rethrow_exception(error);
+    }
+
+private:
+    static std::string script() { return XAGG_SOURCE_DIR "/scripts/netns-topology.sh"; }
+    void down() const { run_command(script() + " down " + prefix_); }
+
+    std::string prefix_;
+};
+
+}  // namespace xagg::test
