@@ -15,7 +15,8 @@ void enter_netns(const std::string &name)
     const std::string path = "/run/netns/" + name;
     int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        throw std::system_error(errno, std::generic_category(), "opening network namespace " + path);
+        throw std::system_error(errno, std::generic_category(),
+                                "opening network namespace " + path);
     int rc = setns(fd, CLONE_NEWNET);
     int err = errno;
     close(fd);
