@@ -37,7 +37,7 @@ enum slot_verdict {
     SLOT_COMPLETED, /* counted, chunk complete: packet now carries the sum, send to the group */
     SLOT_DUPLICATE, /* already counted, incomplete: drop */
     SLOT_RESEND,    /* already counted, complete: packet now carries the sum, send back */
-    SLOT_STALE,     /* round outside the slot's window: drop */
+    SLOT_STALE,     /* round older than the slot's: drop */
     SLOT_BAD_EXP,   /* exponent disagrees with the round's: drop */
 };
 
@@ -85,8 +85,11 @@ static __always_inline enum slot_verdict update_slot(struct xagg_slot *slot, __u
     enum slot_verdict verdict;
 
     bpf_spin_lock(&slot->lock);
-    if (slot->job_id != job_id || slot->seen == 0 || slot->round + 2 == round) {
-        /* First contribution of a round: claim the slot, its old round is known by all. */
+    /* Serial-number order (RFC 1982): a round up to 2^31 - 1 ahead of the slot's is newer. */
+    if (slot->job_id != job_id || slot->seen == 0 || (__s32)(round - slot->round) > 0) {
+        /* First contribution of a newer round: claim the slot. Under the send rule that round is
+         * slot->round + 2 and every member has the old result; a larger jump only happens when
+         * whole rounds were lost or skipped, and then the old result is not wanted either. */
         slot->job_id = job_id;
         slot->round = round;
         slot->exponent = exponent;

@@ -16,7 +16,7 @@ function(xagg_bpf_program name)
   add_custom_command(
     OUTPUT ${obj}
     COMMAND ${XAGG_CLANG} -O2 -g -target bpf -mcpu=v3 -Wall -Wextra -Werror
-            -I${CMAKE_SOURCE_DIR}/include -I${CMAKE_CURRENT_SOURCE_DIR}
+            -I${CMAKE_SOURCE_DIR}/include -I${CMAKE_SOURCE_DIR}/bpf -I${CMAKE_CURRENT_SOURCE_DIR}
             -I/usr/include/${XAGG_MULTIARCH} -c ${src} -o ${obj}
     DEPENDS ${src} ${bpf_headers}
     COMMENT "BPF ${name}.bpf.c"

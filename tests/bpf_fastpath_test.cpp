@@ -460,14 +460,23 @@ TEST_F(FastPathTest, RoundsAlternateSlotsAndKeepThePreviousResult)
               unicast_result(lost1, filled(63), 0b111));
 }
 
-TEST_F(FastPathTest, RoundsOutsideTheWindowAreStale)
+TEST_F(FastPathTest, OlderRoundsAreStaleAndNewerOnesRestartTheSlot)
 {
     for (uint32_t r = 0; r < 3; r++)
-        run(contribution(kJobA, r, 1, 0).build());  // slot of parity 1 holds round 1
-    expect_unchanged(contribution(kJobA, 0, 5, 0).build(), XDP_DROP, XAGG_CNT_DROP_STALE_ROUND);
+        run(contribution(kJobA, r, 3, 0).build());  // slot of parity 1 holds round 3, complete
+    expect_unchanged(contribution(kJobA, 0, 1, 0).build(), XDP_DROP, XAGG_CNT_DROP_STALE_ROUND);
+    // 0xffffffff is 4 rounds behind 3 in serial-number order, not 2^32 - 4 ahead.
     expect_unchanged(contribution(kJobA, 0, 0xffffffff, 0).build(), XDP_DROP,
                      XAGG_CNT_DROP_STALE_ROUND);
-    expect(contribution(kJobA, 0, 3, 0).build(), XDP_DROP, XAGG_CNT_AGGREGATED);
+    // Whole rounds lost (round 5 never arrived): round 7 still takes the slot over, so a slot can
+    // never be stuck on an old round.
+    expect(contribution(kJobA, 0, 7, 0, filled(1)).build(), XDP_DROP, XAGG_CNT_AGGREGATED);
+    expect(contribution(kJobA, 1, 7, 0, filled(2)).build(), XDP_DROP, XAGG_CNT_AGGREGATED);
+    Frame last = contribution(kJobA, 2, 7, 0, filled(3));
+    EXPECT_EQ(expect(last.build(), XDP_TX, XAGG_CNT_COMPLETED).out,
+              multicast_result(last, filled(6), 0b111));
+    // Round 3's result is gone with it: its retransmission is stale now.
+    expect_unchanged(contribution(kJobA, 0, 3, 0).build(), XDP_DROP, XAGG_CNT_DROP_STALE_ROUND);
 }
 
 TEST_F(FastPathTest, RoundNumbersWrapAround)

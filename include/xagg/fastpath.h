@@ -89,7 +89,7 @@ enum xagg_counter {
     XAGG_CNT_COMPLETED,          /* last contribution added; result sent to the group */
     XAGG_CNT_DROP_DUPLICATE,     /* contribution already counted, chunk not yet complete */
     XAGG_CNT_RESENT,             /* contribution already counted, chunk complete: result re-sent */
-    XAGG_CNT_DROP_STALE_ROUND,   /* round is neither the slot's current one nor the next */
+    XAGG_CNT_DROP_STALE_ROUND,   /* round older than the one its slot holds */
     XAGG_CNT_DROP_BAD_EXPONENT,  /* block exponent differs from the round's first contribution */
     XAGG_CNT_MAX,
 };
