@@ -5,6 +5,7 @@
 #include <bpf/libbpf.h>
 #include <net/if.h>
 #include <unistd.h>
+#include <spdlog/spdlog.h>
 #include <xdp/libxdp.h>
 
 #include <cerrno>
@@ -14,6 +15,7 @@
 #include <system_error>
 #include <vector>
 
+#include "bpf_log.hpp"
 #include "xagg_fastpath.skel.h"
 
 namespace xagg {
@@ -68,6 +70,7 @@ FastPath::FastPath(const FastPathConfig &config) : config_(config)
 {
     if (config.max_chunks == 0 || config.max_chunks > (1u << 30))
         throw std::invalid_argument("fast-path capacity must be 1..2^30 chunks");
+    LibraryLogCapture log;
     skel_ = xagg_fastpath__open();
     if (!skel_)
         fail(errno, "opening the xagg_fastpath BPF object");
@@ -97,8 +100,9 @@ void FastPath::load()
 {
     if (loaded_)
         return;
+    LibraryLogCapture log;
     if (int err = xagg_fastpath__load(skel_))
-        fail(err, "loading the xagg_fastpath BPF program (see the verifier log above)");
+        fail(err, "loading the xagg_fastpath BPF program:\n" + log.tail());
     loaded_ = true;
 }
 
@@ -109,6 +113,7 @@ void FastPath::attach(const std::string &ifname, AttachMode mode)
     int ifindex = static_cast<int>(if_nametoindex(ifname.c_str()));
     if (ifindex == 0)
         fail(errno, "interface " + ifname);
+    LibraryLogCapture log;
     xdp_program *prog = xdp_program__from_bpf_obj(skel_->obj, "xdp");
     if (long err = libxdp_get_error(prog))
         fail(static_cast<int>(err), "preparing the XDP program for libxdp");
@@ -116,7 +121,16 @@ void FastPath::attach(const std::string &ifname, AttachMode mode)
     if (int err = xdp_program__attach(prog, ifindex, xmode, 0)) {
         xdp_program__close(prog);
         fail(err, "attaching XDP to " + ifname +
-                      (mode == AttachMode::native ? " in native mode" : " in skb mode"));
+                      (mode == AttachMode::native ? " in native mode" : " in skb mode") + ":\n" +
+                      log.tail());
+    }
+    if (xdp_multiprog *mp = xdp_multiprog__get_from_ifindex(ifindex); mp && !libxdp_get_error(mp)) {
+        if (xdp_multiprog__is_legacy(mp))
+            spdlog::info(
+                "libxdp could not use its multi-program dispatcher on this kernel; the program is "
+                "attached alone, so {} cannot run another XDP program beside it",
+                ifname);
+        xdp_multiprog__close(mp);
     }
     xdp_prog_ = prog;
     ifindex_ = ifindex;
