@@ -7,6 +7,7 @@
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>
+#include <linux/pkt_cls.h>
 #include <linux/ip.h>
 #include <linux/udp.h>
 #include <bpf/bpf_endian.h>
@@ -29,6 +30,16 @@ static __always_inline int count(enum xagg_counter which, int action)
     if (value)
         *value += 1;
     return action;
+}
+
+/* clang turns __builtin_memcmp into a call of memcmp, which BPF does not have. */
+static __always_inline int mac_equal(const unsigned char *a, const unsigned char *b)
+{
+    int same = 1;
+#pragma unroll
+    for (int i = 0; i < ETH_ALEN; i++)
+        same &= a[i] == b[i];
+    return same;
 }
 
 /* What the locked slot update decided; the reply is built after the lock is released. */
@@ -191,6 +202,9 @@ int xagg_fastpath(struct xdp_md *ctx)
     __u64 bit = 1ull << mkey.rank;
     if (!(job->members & bit))
         return count(XAGG_CNT_DROP_NOT_MEMBER, XDP_DROP);
+    /* Learn the member's MAC for the unicast fan-out; written only when it changes. */
+    if (!mac_equal(member->mac, eth->h_source))
+        __builtin_memcpy(member->mac, eth->h_source, ETH_ALEN);
 
     /* The host-side parameter server listens on the same port: passing is handing it over. */
     if (job->flags & XAGG_JOB_HOST_PATH)
@@ -215,6 +229,8 @@ int xagg_fastpath(struct xdp_md *ctx)
     case SLOT_BAD_EXP: return count(XAGG_CNT_DROP_BAD_EXPONENT, XDP_DROP);
     case SLOT_COMPLETED:
         fill_result_hdr(hdr, seen, 0);
+        if (job->flags & XAGG_JOB_FANOUT) /* XDP cannot copy a frame: TC ingress does */
+            return count(XAGG_CNT_COMPLETED_FANOUT, XDP_PASS);
         address_to_group(eth, ip, udp, job);
         return count(XAGG_CNT_COMPLETED, XDP_TX);
     case SLOT_RESEND:
@@ -223,6 +239,78 @@ int xagg_fastpath(struct xdp_md *ctx)
         return count(XAGG_CNT_RESENT, XDP_TX);
     }
     return count(XAGG_CNT_DROP_STALE_ROUND, XDP_DROP);
+}
+
+/*
+ * Unicast fan-out, for jobs with XAGG_JOB_FANOUT: the XDP program above passes the completed
+ * result up, still addressed as the last contribution was, with the RESULT flag set. Only it can
+ * produce such a packet (it drops any RESULT flag a worker sends), so TC ingress recognises it by
+ * that flag, copies it once per member with bpf_clone_redirect out of the same interface, and
+ * drops the original.
+ */
+SEC("tc")
+int xagg_fanout(struct __sk_buff *skb)
+{
+    struct cursor c = {.pos = (void *)(long)skb->data, .end = (void *)(long)skb->data_end};
+    struct ethhdr *eth = CURSOR_TAKE(&c, struct ethhdr);
+    struct iphdr *ip;
+    struct udphdr *udp;
+    struct xagg_hdr *hdr;
+
+    if (!eth || eth->h_proto != bpf_htons(ETH_P_IP))
+        return TC_ACT_OK;
+    ip = CURSOR_TAKE(&c, struct iphdr);
+    if (!ip || ip->ihl != 5 || ip->protocol != IPPROTO_UDP)
+        return TC_ACT_OK;
+    udp = CURSOR_TAKE(&c, struct udphdr);
+    if (!udp || udp->dest != bpf_htons(xagg_port))
+        return TC_ACT_OK;
+    hdr = CURSOR_TAKE(&c, struct xagg_hdr);
+    if (!hdr || !(hdr->flags & XAGG_F_RESULT) || hdr->magic != bpf_htonl(XAGG_MAGIC))
+        return TC_ACT_OK;
+
+    __u32 job_id = bpf_ntohl(hdr->job_id);
+    struct xagg_job *job = bpf_map_lookup_elem(&jobs, &job_id);
+    if (!job) {
+        count(XAGG_CNT_FANOUT_FAILED, 0);
+        return TC_ACT_SHOT;
+    }
+    __u64 member_set = job->members;
+    __be32 self_addr = ip->daddr;
+    __be16 self_port = udp->dest;
+    unsigned char self_mac[ETH_ALEN];
+    __builtin_memcpy(self_mac, eth->h_dest, ETH_ALEN);
+
+    for (__u32 rank = 0; rank < XAGG_MAX_WORKERS; rank++) {
+        if (!(member_set & (1ull << rank)))
+            continue;
+        struct xagg_member_key key = {.job_id = job_id, .rank = rank};
+        struct xagg_member *m = bpf_map_lookup_elem(&members, &key);
+        if (!m) {
+            count(XAGG_CNT_FANOUT_FAILED, 0);
+            continue;
+        }
+        /* Every clone invalidates packet pointers: find the headers again. */
+        void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
+        if (data + XAGG_FRAME_HDR_BYTES > end)
+            return TC_ACT_SHOT;
+        eth = data;
+        ip = (void *)(eth + 1);
+        udp = (void *)(ip + 1);
+        __builtin_memcpy(eth->h_dest, m->mac, ETH_ALEN);
+        __builtin_memcpy(eth->h_source, self_mac, ETH_ALEN);
+        ip->saddr = self_addr;
+        ip->daddr = m->addr;
+        ip->check = ipv4_csum(ip);
+        udp->source = self_port;
+        udp->dest = m->port;
+        udp->check = 0;
+        if (bpf_clone_redirect(skb, skb->ifindex, 0) == 0)
+            count(XAGG_CNT_FANOUT_COPIES, 0);
+        else
+            count(XAGG_CNT_FANOUT_FAILED, 0);
+    }
+    return TC_ACT_SHOT;
 }
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -2,6 +2,7 @@
 // BPF_PROG_TEST_RUN tests of the XDP fast path: a crafted frame in, the expected XDP action, the
 // exact bytes out and exactly one outcome counter incremented.
 #include <bpf/bpf.h>
+#include <linux/pkt_cls.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -19,7 +20,7 @@
 namespace xagg::test {
 namespace {
 
-constexpr uint32_t kJobA = 1, kJobB = 2, kJobHost = 3, kJobSolo = 4;
+constexpr uint32_t kJobA = 1, kJobB = 2, kJobHost = 3, kJobSolo = 4, kJobFanout = 5;
 constexpr uint32_t kRegionChunks = 4;
 constexpr uint16_t kGroupPort = 9872;
 const Mac kAggMac{0x02, 0, 0, 0, 0, 0xaa};
@@ -75,9 +76,11 @@ protected:
         add_job(kJobB, 2, kRegionChunks, kRegionChunks);
         add_job(kJobHost, 2, 0, 0, true);
         add_job(kJobSolo, 1, 2 * kRegionChunks, kRegionChunks);
+        add_job(kJobFanout, 3, 4 * kRegionChunks, kRegionChunks, false, true);
     }
 
-    void add_job(uint32_t id, uint32_t workers, uint32_t base, uint32_t chunks, bool host = false)
+    void add_job(uint32_t id, uint32_t workers, uint32_t base, uint32_t chunks, bool host = false,
+                 bool fanout = false)
     {
         JobSpec job;
         job.id = id;
@@ -85,6 +88,7 @@ protected:
         job.region_base = base;
         job.region_chunks = chunks;
         job.host_path = host;
+        job.fanout = fanout;
         job.group.s_addr = htonl(group_of(id));
         job.group_port = kGroupPort;
         fp_->put_job(job);
@@ -133,13 +137,15 @@ protected:
         return r.build();
     }
 
-    Result run(const Bytes &in) const
+    Result run(const Bytes &in) const { return run_prog(fp_->prog_fd(), in); }
+
+    static Result run_prog(int prog_fd, const Bytes &in)
     {
         Bytes out(in.size() + 256);
         LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = in.data(), .data_out = out.data(),
                     .data_size_in = static_cast<uint32_t>(in.size()),
                     .data_size_out = static_cast<uint32_t>(out.size()), .repeat = 1);
-        int err = bpf_prog_test_run_opts(fp_->prog_fd(), &opts);
+        int err = bpf_prog_test_run_opts(prog_fd, &opts);
         EXPECT_EQ(err, 0) << "BPF_PROG_TEST_RUN failed: " << strerror(errno);
         out.resize(opts.data_size_out);
         return {opts.retval, out};
@@ -528,6 +534,47 @@ TEST_F(FastPathTest, OneWorkerJobAnswersAtOnce)
     Frame f = contribution(kJobSolo, 0, 0, 0, random_values(9));
     EXPECT_EQ(expect(f.build(), XDP_TX, XAGG_CNT_COMPLETED).out,
               multicast_result(f, random_values(9), 0b1));
+}
+
+// Fan-out jobs: XDP completes the sum and passes it up; TC ingress sends one copy per member.
+TEST_F(FastPathTest, FanoutJobPassesTheResultToTcWhichCopiesItToEveryMember)
+{
+    for (uint32_t r = 0; r < 2; r++)
+        expect(contribution(kJobFanout, r, 0, 1, filled(static_cast<int32_t>(10 + r))).build(),
+               XDP_DROP, XAGG_CNT_AGGREGATED);
+    Frame last = contribution(kJobFanout, 2, 0, 1, filled(12));
+    Result passed = expect(last.build(), XDP_PASS, XAGG_CNT_COMPLETED_FANOUT);
+    // Addressed as it came, marked as a result, carrying the sum.
+    Frame marked = last;
+    marked.flags = XAGG_F_RESULT;
+    marked.rank = XAGG_RANK_AGGREGATOR;
+    marked.contrib = 0b111;
+    marked.values = filled(33);
+    EXPECT_EQ(passed.out, marked.build());
+
+    Counters before = fp_->counters();
+    Result tc = run_prog(fp_->fanout_prog_fd(), passed.out);
+    Counters after = fp_->counters();
+    EXPECT_EQ(tc.action, static_cast<uint32_t>(TC_ACT_SHOT)) << "the original is consumed";
+    EXPECT_EQ(after[XAGG_CNT_FANOUT_COPIES] - before[XAGG_CNT_FANOUT_COPIES], 3u);
+    EXPECT_EQ(after[XAGG_CNT_FANOUT_FAILED], before[XAGG_CNT_FANOUT_FAILED]);
+    // What is left in the buffer is the copy for the last member (rank 2), to its learned MAC.
+    Frame to2 = marked;
+    to2.src_mac = kAggMac;
+    to2.dst_mac = member_of(kJobFanout, 2).mac;
+    to2.src_ip = last.dst_ip;
+    to2.dst_ip = member_of(kJobFanout, 2).ip;
+    to2.src_port = XAGG_DEFAULT_PORT;
+    to2.dst_port = member_of(kJobFanout, 2).port;
+    EXPECT_EQ(tc.out, to2.build());
+}
+
+TEST_F(FastPathTest, FanoutIgnoresEverythingButResults)
+{
+    Bytes contribution_frame = contribution(kJobFanout, 0, 0, 0).build();
+    Result r = run_prog(fp_->fanout_prog_fd(), contribution_frame);
+    EXPECT_EQ(r.action, static_cast<uint32_t>(TC_ACT_OK));
+    EXPECT_EQ(r.out, contribution_frame);
 }
 
 class WorkerCountTest : public FastPathTest, public ::testing::WithParamInterface<uint32_t> {};

@@ -77,7 +77,8 @@ protected:
     }
     void TearDown() override { run_command("rm -rf " + dir_); }
 
-    std::unique_ptr<Process> start_fastpath(const Topology &topo, unsigned workers, uint32_t chunks)
+    std::unique_ptr<Process> start_fastpath(const Topology &topo, unsigned workers, uint32_t chunks,
+                                            const std::string &delivery = "")
     {
         std::vector<std::string> argv = {XAGG_BINARY_DIR "/tools/xagg-fastpath",
                                          "--netns",
@@ -88,7 +89,7 @@ protected:
                                          "4096",
                                          "--job",
                                          std::to_string(kJob) + ":" + std::to_string(chunks) + ":" +
-                                             kGroup + ":" + std::to_string(kGroupPort),
+                                             kGroup + ":" + std::to_string(kGroupPort) + delivery,
                                          "--ready-file",
                                          dir_ + "/ready",
                                          "--stats-file",
@@ -211,6 +212,28 @@ TEST_F(FastPathIntegration, WorkersReceiveTheBitExactSumInNativeMode)
     // A clean stop leaves no program attached.
     link = run_command("ip -n " + topo.agg() + " link show eth0");
     EXPECT_EQ(link.find("xdp"), std::string::npos) << link;
+}
+
+TEST_F(FastPathIntegration, UnicastFanoutDeliversTheBitExactSumToEveryWorker)
+{
+    constexpr unsigned kWorkers = 3;
+    constexpr uint32_t kChunks = 128, kRounds = 10;
+    Topology topo("f", kWorkers);
+    auto fastpath = start_fastpath(topo, kWorkers, kChunks, ":fanout");
+    std::string tc = run_command("tc -n " + topo.agg() + " filter show dev eth0 ingress");
+    EXPECT_NE(tc.find("xagg_fanout"), std::string::npos) << tc;
+    auto workers = start_workers(topo, kWorkers, kChunks, kRounds);
+    expect_exact_results(workers, kWorkers, kChunks, kRounds);
+    fastpath->signal(SIGTERM);
+    ASSERT_EQ(fastpath->wait(10s), 0) << fastpath->output();
+    std::string s = stats();
+    EXPECT_EQ(json_number(s, "completed"), 0u) << s;
+    EXPECT_EQ(json_number(s, "completed_fanout"), uint64_t{kRounds} * kChunks) << s;
+    EXPECT_EQ(json_number(s, "fanout_copies"), uint64_t{kRounds} * kChunks * kWorkers) << s;
+    EXPECT_EQ(json_number(s, "fanout_failed"), 0u) << s;
+    // Detaching removed the TC program as well.
+    tc = run_command("tc -n " + topo.agg() + " filter show dev eth0 ingress");
+    EXPECT_EQ(tc.find("xagg_fanout"), std::string::npos) << tc;
 }
 
 TEST_F(FastPathIntegration, LossOnEveryWorkerLinkStillGivesExactSums)

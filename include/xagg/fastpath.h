@@ -23,6 +23,9 @@
 enum xagg_job_flags {
     /* Every chunk of this job goes to the host-side parameter server. */
     XAGG_JOB_HOST_PATH = 1u << 0,
+    /* Deliver results by one unicast copy per member (TC bpf_clone_redirect) instead of one
+     * multicast frame: for networks without multicast. */
+    XAGG_JOB_FANOUT = 1u << 1,
 };
 
 /* Value of the `jobs` hash map; key: the job id (host order __u32). */
@@ -47,7 +50,7 @@ struct xagg_member_key {
 struct xagg_member {
     __be32 addr; /* IPv4 source address */
     __be16 port; /* UDP source port */
-    __u16 reserved;
+    __u8 mac[6]; /* learned by the fast path from the member's frames (for fan-out) */
 };
 
 /*
@@ -69,8 +72,9 @@ struct xagg_slot {
 };
 
 /*
- * Outcome counters, one per-CPU array entry each. Every packet the program sees increments
- * exactly one of them, so their sum is the number of packets processed.
+ * Outcome counters, one per-CPU array entry each. Every packet the XDP program sees increments
+ * exactly one of those up to XAGG_CNT_COMPLETED_FANOUT, so their sum is the number of packets
+ * processed; the last two count the TC fan-out's copies.
  */
 enum xagg_counter {
     XAGG_CNT_PASS_FOREIGN = 0,   /* not xagg traffic: passed untouched */
@@ -91,6 +95,10 @@ enum xagg_counter {
     XAGG_CNT_RESENT,             /* contribution already counted, chunk complete: result re-sent */
     XAGG_CNT_DROP_STALE_ROUND,   /* round older than the one its slot holds */
     XAGG_CNT_DROP_BAD_EXPONENT,  /* block exponent differs from the round's first contribution */
+    XAGG_CNT_COMPLETED_FANOUT,   /* last contribution added; passed to TC to copy per member */
+    /* Counted by the TC fan-out program, per copy rather than per packet: */
+    XAGG_CNT_FANOUT_COPIES, /* unicast copies of a result sent */
+    XAGG_CNT_FANOUT_FAILED, /* copies that could not be made (member gone, clone failed) */
     XAGG_CNT_MAX,
 };
 

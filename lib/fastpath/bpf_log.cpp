@@ -17,8 +17,16 @@ thread_local std::string *current_text = nullptr;
 
 void emit(const char *library, bool is_debug, const char *fmt, va_list ap)
 {
-    char line[1024];
-    vsnprintf(line, sizeof(line), fmt, ap);
+    // The verifier log arrives as one message of many kilobytes: size the buffer to it.
+    va_list copy;
+    va_copy(copy, ap);
+    int len = vsnprintf(nullptr, 0, fmt, copy);
+    va_end(copy);
+    if (len < 0)
+        return;
+    std::string line(static_cast<size_t>(len) + 1, '\0');
+    vsnprintf(line.data(), line.size(), fmt, ap);
+    line.pop_back();
     if (current_text) {
         *current_text += line;
         return;

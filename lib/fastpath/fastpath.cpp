@@ -61,6 +61,9 @@ const char *counter_name(enum xagg_counter c)
     case XAGG_CNT_RESENT: return "resent";
     case XAGG_CNT_DROP_STALE_ROUND: return "drop_stale_round";
     case XAGG_CNT_DROP_BAD_EXPONENT: return "drop_bad_exponent";
+    case XAGG_CNT_COMPLETED_FANOUT: return "completed_fanout";
+    case XAGG_CNT_FANOUT_COPIES: return "fanout_copies";
+    case XAGG_CNT_FANOUT_FAILED: return "fanout_failed";
     case XAGG_CNT_MAX: break;
     }
     return "unknown";
@@ -136,6 +139,26 @@ void FastPath::attach(const std::string &ifname, AttachMode mode)
     ifindex_ = ifindex;
     mode_ = mode;
     loaded_ = true;
+    try {
+        attach_fanout();
+    } catch (...) {
+        detach();
+        throw;
+    }
+}
+
+void FastPath::attach_fanout()
+{
+    LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex_, .attach_point = BPF_TC_INGRESS);
+    int err = bpf_tc_hook_create(&hook);
+    if (err && err != -EEXIST)
+        fail(err, "creating the clsact qdisc for the fan-out program");
+    tc_hook_created_ = err == 0;
+    LIBBPF_OPTS(bpf_tc_opts, opts, .prog_fd = fanout_prog_fd());
+    if (int e = bpf_tc_attach(&hook, &opts))
+        fail(e, "attaching the fan-out program to TC ingress");
+    tc_handle_ = opts.handle;
+    tc_priority_ = opts.priority;
 }
 
 void FastPath::detach()
@@ -144,6 +167,18 @@ void FastPath::detach()
         return;
     xdp_program *prog = xdp_prog_;
     xdp_prog_ = nullptr;
+    // The TC side first, so no result is passed up to a host that would not copy it.
+    LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex_, .attach_point = BPF_TC_INGRESS);
+    if (tc_hook_created_) {
+        hook.attach_point = static_cast<bpf_tc_attach_point>(BPF_TC_INGRESS | BPF_TC_EGRESS);
+        bpf_tc_hook_destroy(&hook);  // removes the qdisc we made, and our filter with it
+        tc_hook_created_ = false;
+    } else if (tc_handle_) {
+        // Someone else's clsact qdisc: remove only our filter from it.
+        LIBBPF_OPTS(bpf_tc_opts, opts, .handle = tc_handle_, .priority = tc_priority_);
+        bpf_tc_detach(&hook, &opts);
+    }
+    tc_handle_ = tc_priority_ = 0;
     enum xdp_attach_mode xmode = mode_ == AttachMode::native ? XDP_MODE_NATIVE : XDP_MODE_SKB;
     int err = xdp_program__detach(prog, ifindex_, xmode, 0);
     xdp_program__close(prog);
@@ -168,7 +203,11 @@ void FastPath::put_job(const JobSpec &job)
     value.members = job.members;
     value.region_base = job.region_base;
     value.region_chunks = job.region_chunks;
-    value.flags = job.host_path ? XAGG_JOB_HOST_PATH : 0;
+    value.flags = 0;
+    if (job.host_path)
+        value.flags |= XAGG_JOB_HOST_PATH;
+    if (job.fanout)
+        value.flags |= XAGG_JOB_FANOUT;
     value.group_addr = job.group.s_addr;
     value.group_port = htons(job.group_port);
     update(bpf_map__fd(skel_->maps.jobs), &job.id, &value, "writing job " + std::to_string(job.id));
@@ -241,6 +280,15 @@ int FastPath::prog_fd() const
 {
     ensure_loaded();
     return bpf_program__fd(skel_->progs.xagg_fastpath);
+}
+
+int FastPath::fanout_prog_fd() const
+{
+    ensure_loaded();
+    int fd = bpf_program__fd(skel_->progs.xagg_fanout);
+    if (fd < 0)
+        throw std::runtime_error("the fan-out program was not loaded");
+    return fd;
 }
 
 }  // namespace xagg

@@ -33,6 +33,7 @@ struct JobSpec {
     uint32_t region_base = 0;    // first chunk of its region
     uint32_t region_chunks = 0;  // chunks held on the fast path
     bool host_path = false;      // everything to the host-side parameter server
+    bool fanout = false;         // results by one unicast copy per member, not multicast
     in_addr group{};             // multicast group of results
     uint16_t group_port = 0;     // host order
 };
@@ -52,7 +53,8 @@ public:
     FastPath &operator=(const FastPath &) = delete;
 
     void load();
-    // Loads (through libxdp, as a dispatcher extension) and attaches to the interface.
+    // Loads (through libxdp) and attaches XDP to the interface, and the fan-out program to its
+    // TC ingress.
     void attach(const std::string &ifname, AttachMode mode);
     void detach();
     bool attached() const { return xdp_prog_ != nullptr; }
@@ -67,16 +69,20 @@ public:
     Counters counters() const;
     xagg_slot slot(uint32_t index) const;
 
-    int prog_fd() const;
+    int prog_fd() const;         // the XDP program
+    int fanout_prog_fd() const;  // the TC ingress program that copies results per member
     const FastPathConfig &config() const { return config_; }
 
 private:
     void ensure_loaded() const;
+    void attach_fanout();
 
     FastPathConfig config_;
     xagg_fastpath *skel_ = nullptr;
     xdp_program *xdp_prog_ = nullptr;
     int ifindex_ = 0;
+    bool tc_hook_created_ = false;  // we made the clsact qdisc, so we remove it
+    uint32_t tc_handle_ = 0, tc_priority_ = 0;
     AttachMode mode_ = AttachMode::native;
     bool loaded_ = false;
 };

@@ -61,12 +61,13 @@ uint16_t to_port(const std::string &s, const std::string &what)
     return static_cast<uint16_t>(v);
 }
 
-// "ID:CHUNKS:GROUP:PORT[:host]"
+// "ID:CHUNKS:GROUP:PORT[:host|:fanout]"
 xagg::JobSpec parse_job(const std::string &text)
 {
     auto p = split(text, ':');
-    if (p.size() != 4 && !(p.size() == 5 && p[4] == "host"))
-        throw std::invalid_argument("--job '" + text + "': expected ID:CHUNKS:GROUP:PORT[:host]");
+    if (p.size() != 4 && !(p.size() == 5 && (p[4] == "host" || p[4] == "fanout")))
+        throw std::invalid_argument("--job '" + text +
+                                    "': expected ID:CHUNKS:GROUP:PORT[:host|:fanout]");
     xagg::JobSpec job;
     job.id = to_u32(p[0], "job id");
     job.region_chunks = to_u32(p[1], "job chunks");
@@ -74,7 +75,8 @@ xagg::JobSpec parse_job(const std::string &text)
     if (!IN_MULTICAST(ntohl(job.group.s_addr)))
         throw std::invalid_argument("--job '" + text + "': " + p[2] + " is not a multicast group");
     job.group_port = to_port(p[3], "job group port");
-    job.host_path = p.size() == 5;
+    job.host_path = p.size() == 5 && p[4] == "host";
+    job.fanout = p.size() == 5 && p[4] == "fanout";
     return job;
 }
 
@@ -158,7 +160,7 @@ int main(int argc, char **argv)
     app.add_option("--max-jobs", config.max_jobs, "Capacity of the job table")
         ->default_val(config.max_jobs)
         ->check(CLI::Range(1u, 65536u));
-    app.add_option("--job", job_texts, "A job: ID:CHUNKS:GROUP:PORT[:host] (repeatable)");
+    app.add_option("--job", job_texts, "A job: ID:CHUNKS:GROUP:PORT[:host|:fanout] (repeatable)");
     app.add_option("--member", member_texts, "A member: JOB:RANK:ADDR:PORT (repeatable)");
     app.add_option("--duration", seconds, "Detach after this many seconds (0: on signal only)");
     app.add_option("--stats-interval", interval, "Log counters every this many seconds");
@@ -211,7 +213,9 @@ int main(int argc, char **argv)
             fp.put_job(job);
             spdlog::info("job {}: {} members, chunks [0, {}) at slots base {}{}", job.id,
                          __builtin_popcountll(job.members), job.region_chunks, job.region_base,
-                         job.host_path ? ", host path" : "");
+                         job.host_path ? ", host path"
+                         : job.fanout  ? ", unicast fan-out"
+                                       : "");
         }
         for (const auto &m : members)
             fp.put_member(m.job, m.rank, m.addr, m.port);
