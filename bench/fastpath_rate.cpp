@@ -242,7 +242,7 @@ Measurement measure_reflector(const Topology &topo, Generator &gen, int cores, d
 }
 
 Measurement measure_fastpath(const Topology &topo, Generator &gen, int cores, uint32_t workers,
-                             double seconds)
+                             double seconds, bool fanout)
 {
     Measurement m;
     in_netns(topo.agg, [&] {
@@ -254,15 +254,17 @@ Measurement measure_fastpath(const Topology &topo, Generator &gen, int cores, ui
         job.region_chunks = 2 * kChunksPerCpu;
         inet_pton(AF_INET, "239.88.0.1", &job.group);
         job.group_port = kWorkerPort;
+        job.fanout = fanout;
         fp.put_job(job);
         for (uint32_t r = 0; r < workers; r++)
             fp.put_member(1, r, in_addr{htonl(kGenIp + r)}, kWorkerPort);
         auto total = [&](const xagg::Counters &c, bool useful_only) {
             if (useful_only)
-                return c[XAGG_CNT_AGGREGATED] + c[XAGG_CNT_COMPLETED];
+                return c[XAGG_CNT_AGGREGATED] + c[XAGG_CNT_COMPLETED] +
+                       c[XAGG_CNT_COMPLETED_FANOUT];
             uint64_t s = 0;
-            for (uint64_t x : c)
-                s += x;
+            for (int i = 0; i <= XAGG_CNT_COMPLETED_FANOUT; i++)  // packets, not fan-out copies
+                s += c[i];
             return s;
         };
         gen.run(cores, 0.2);
@@ -321,7 +323,8 @@ int main(int argc, char **argv)
         for (int cores : core_counts) {
             if (cores > ncpu)
                 continue;
-            Measurement fast = measure_fastpath(topo, gen, cores, workers, seconds);
+            Measurement fast = measure_fastpath(topo, gen, cores, workers, seconds, false);
+            Measurement fanout = measure_fastpath(topo, gen, cores, workers, seconds, true);
             Measurement ceil = measure_reflector(topo, gen, cores, seconds);
             auto row = [&](const char *name, const Measurement &m) {
                 double pps = static_cast<double>(m.useful) / m.seconds;
@@ -330,7 +333,8 @@ int main(int argc, char **argv)
                             pps * XAGG_CHUNK_BYTES * 8 / 1e9, 1e9 * cores / pps, pps / ceil_pps);
             };
             row("XDP_TX reflector (ceiling)", ceil);
-            row("xagg fast path (aggregated)", fast);
+            row("xagg fast path, multicast result", fast);
+            row("xagg fast path, TC unicast fan-out", fanout);
             std::fflush(stdout);
         }
         std::printf("\nreproduce: %s --seconds %g --workers %u\n", argv[0], seconds, workers);
