@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "fastpath.hpp"
+#include "netns.hpp"
 #include "xagg/proto.h"
 #include "xagg_gen.skel.h"
 #include "xdp_reflect.skel.h"
@@ -60,14 +61,6 @@ std::string capture(const std::string &cmd)
     return out;
 }
 
-void enter(const std::string &ns)
-{
-    int fd = open(("/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || setns(fd, CLONE_NEWNET) != 0)
-        throw std::runtime_error("cannot enter namespace " + ns);
-    close(fd);
-}
-
 void pin(int cpu)
 {
     cpu_set_t set;
@@ -76,22 +69,7 @@ void pin(int cpu)
     pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 }
 
-// Runs fn on a thread inside namespace ns (network namespaces are per thread).
-void in_netns(const std::string &ns, const std::function<void()> &fn)
-{
-    std::exception_ptr err;
-    std::thread t([&] {
-        try {
-            enter(ns);
-            fn();
-        } catch (...) {
-            err = std::current_exception();
-        }
-    });
-    t.join();
-    if (err)
-        std::rethrow_exception(err);
-}
+using xagg::sys::run_in_netns;
 
 struct Mac {
     uint8_t b[6];
@@ -166,7 +144,7 @@ public:
         }
         if (xagg_gen__load(skel_))
             throw std::runtime_error("loading the generator");
-        in_netns(topo.gen, [&] {
+        run_in_netns(topo.gen, [&] {
             ifindex_ = static_cast<int>(if_nametoindex("gen0"));
             if (bpf_xdp_attach(ifindex_, bpf_program__fd(skel_->progs.xagg_gen_sink),
                                XDP_FLAGS_DRV_MODE, nullptr) != 0)
@@ -184,7 +162,7 @@ public:
         for (int cpu = 0; cpu < cores; cpu++) {
             threads.emplace_back([&, cpu] {
                 pin(cpu);
-                enter(topo_.gen);
+                xagg::sys::enter_netns(topo_.gen);
                 std::vector<uint8_t> frame(XAGG_FRAME_BYTES, 0);
                 xdp_md ctx{};
                 ctx.data_end = static_cast<uint32_t>(frame.size());
@@ -222,7 +200,7 @@ Measurement measure_reflector(const Topology &topo, Generator &gen, int cores, d
     if (!skel)
         throw std::runtime_error("loading the reflector");
     int ifindex = 0;
-    in_netns(topo.agg, [&] {
+    run_in_netns(topo.agg, [&] {
         ifindex = static_cast<int>(if_nametoindex("agg0"));
         if (bpf_xdp_attach(ifindex, bpf_program__fd(skel->progs.xdp_reflect), XDP_FLAGS_DRV_MODE,
                            nullptr) != 0)
@@ -236,7 +214,7 @@ Measurement measure_reflector(const Topology &topo, Generator &gen, int cores, d
     m.sent = gen.run(cores, seconds);
     m.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     m.useful = m.processed = percpu_sum(fd, 0) - before;
-    in_netns(topo.agg, [&] { bpf_xdp_detach(ifindex, XDP_FLAGS_DRV_MODE, nullptr); });
+    run_in_netns(topo.agg, [&] { bpf_xdp_detach(ifindex, XDP_FLAGS_DRV_MODE, nullptr); });
     xdp_reflect__destroy(skel);
     return m;
 }
@@ -245,7 +223,7 @@ Measurement measure_fastpath(const Topology &topo, Generator &gen, int cores, ui
                              double seconds, bool fanout)
 {
     Measurement m;
-    in_netns(topo.agg, [&] {
+    run_in_netns(topo.agg, [&] {
         xagg::FastPath fp(xagg::FastPathConfig{XAGG_DEFAULT_PORT, 4, 2 * kChunksPerCpu});
         fp.attach("agg0", xagg::AttachMode::native);
         xagg::JobSpec job;

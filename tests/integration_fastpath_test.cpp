@@ -156,8 +156,10 @@ protected:
         }
     }
 
-    std::string stats() const
+    // Stops the loader as an operator would (SIGTERM) and returns its final counters.
+    std::string stop(Process &fastpath) const
     {
+        EXPECT_EQ((fastpath.signal(SIGTERM), fastpath.wait(10s)), 0) << fastpath.output();
         std::ifstream in(dir_ + "/stats.json");
         std::stringstream s;
         s << in.rdbuf();
@@ -200,9 +202,7 @@ TEST_F(FastPathIntegration, WorkersReceiveTheBitExactSumInNativeMode)
     EXPECT_STREQ(buf, hello);
     close(listener);
 
-    fastpath->signal(SIGTERM);
-    ASSERT_EQ(fastpath->wait(10s), 0) << fastpath->output();
-    std::string s = stats();
+    std::string s = stop(*fastpath);
     // Each contribution is counted exactly once, however many times it was sent.
     EXPECT_EQ(json_number(s, "completed"), uint64_t{kRounds} * kChunks) << s;
     EXPECT_EQ(json_number(s, "aggregated"), uint64_t{kRounds} * kChunks * (kWorkers - 1)) << s;
@@ -224,9 +224,7 @@ TEST_F(FastPathIntegration, UnicastFanoutDeliversTheBitExactSumToEveryWorker)
     EXPECT_NE(tc.find("xagg_fanout"), std::string::npos) << tc;
     auto workers = start_workers(topo, kWorkers, kChunks, kRounds);
     expect_exact_results(workers, kWorkers, kChunks, kRounds);
-    fastpath->signal(SIGTERM);
-    ASSERT_EQ(fastpath->wait(10s), 0) << fastpath->output();
-    std::string s = stats();
+    std::string s = stop(*fastpath);
     EXPECT_EQ(json_number(s, "completed"), 0u) << s;
     EXPECT_EQ(json_number(s, "completed_fanout"), uint64_t{kRounds} * kChunks) << s;
     EXPECT_EQ(json_number(s, "fanout_copies"), uint64_t{kRounds} * kChunks * kWorkers) << s;
@@ -255,9 +253,7 @@ TEST_F(FastPathIntegration, LossOnEveryWorkerLinkStillGivesExactSums)
     auto fastpath = start_fastpath(topo, kWorkers, kChunks);
     auto workers = start_workers(topo, kWorkers, kChunks, kRounds);
     expect_exact_results(workers, kWorkers, kChunks, kRounds);
-    fastpath->signal(SIGTERM);
-    ASSERT_EQ(fastpath->wait(10s), 0) << fastpath->output();
-    std::string s = stats();
+    std::string s = stop(*fastpath);
     EXPECT_EQ(json_number(s, "completed"), uint64_t{kRounds} * kChunks) << s;
     EXPECT_EQ(json_number(s, "aggregated"), uint64_t{kRounds} * kChunks * (kWorkers - 1)) << s;
     EXPECT_GT(json_number(s, "resent") + json_number(s, "drop_duplicate"), 0u)

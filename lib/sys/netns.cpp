@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <exception>
 #include <system_error>
+#include <thread>
 
 namespace xagg::sys {
 
@@ -22,6 +24,22 @@ void enter_netns(const std::string &name)
     close(fd);
     if (rc != 0)
         throw std::system_error(err, std::generic_category(), "entering network namespace " + name);
+}
+
+void run_in_netns(const std::string &name, const std::function<void()> &fn)
+{
+    std::exception_ptr error;
+    std::thread t([&] {
+        try {
+            enter_netns(name);
+            fn();
+        } catch (...) {
+            error = std::current_exception();
+        }
+    });
+    t.join();
+    if (error)
+        std::rethrow_exception(error);
 }
 
 }  // namespace xagg::sys

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <functional>
 #include <string>
 
 namespace xagg::sys {
@@ -9,5 +10,9 @@ namespace xagg::sys {
 // of `ip netns`. Unlike `ip netns exec`, it leaves the mount namespace alone, so /sys/fs/bpf
 // (where libxdp keeps its dispatcher) stays the host's. Throws std::system_error.
 void enter_netns(const std::string &name);
+
+// Runs `fn` on a new thread moved into the named namespace (network namespaces are per thread),
+// and waits for it; sockets it creates stay in that namespace. Rethrows what `fn` throws.
+void run_in_netns(const std::string &name, const std::function<void()> &fn);
 
 }  // namespace xagg::sys

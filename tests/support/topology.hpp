@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "netns.hpp"
 #include "support/process.hpp"
 
 namespace xagg::test {
@@ -47,24 +48,9 @@ public:
     std::string sw() const { return prefix_ + "-sw"; }
     const std::string &prefix() const { return prefix_; }
 
-    // Runs `fn` on a thread moved into namespace `ns`; sockets it creates stay in that namespace.
     static void in_netns(const std::string &ns, const std::function<void()> &fn)
     {
-        std::exception_ptr error;
-        std::thread t([&] {
-            try {
-                int fd = open(("/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
-                if (fd < 0 || setns(fd, CLONE_NEWNET) != 0)
-                    throw std::runtime_error("cannot enter namespace " + ns);
-                close(fd);
-                fn();
-            } catch (...) {
-                error = std::current_exception();
-            }
-        });
-        t.join();
-        if (error)
-            std::rethrow_exception(error);
+        sys::run_in_netns(ns, fn);
     }
 
 private:
