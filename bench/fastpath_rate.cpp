@@ -224,7 +224,7 @@ Measurement measure_fastpath(const Topology &topo, Generator &gen, int cores, ui
 {
     Measurement m;
     run_in_netns(topo.agg, [&] {
-        xagg::FastPath fp(xagg::FastPathConfig{XAGG_DEFAULT_PORT, 4, 2 * kChunksPerCpu});
+        xagg::FastPath fp(xagg::FastPathConfig{XAGG_DEFAULT_PORT, 4, 2 * kChunksPerCpu, ""});
         fp.attach("agg0", xagg::AttachMode::native);
         xagg::JobSpec job;
         job.id = 1;

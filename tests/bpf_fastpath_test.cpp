@@ -70,7 +70,7 @@ protected:
     {
         if (geteuid() != 0)
             GTEST_SKIP() << "BPF_PROG_TEST_RUN needs root (CAP_BPF + CAP_NET_ADMIN)";
-        fp_ = std::make_unique<FastPath>(FastPathConfig{XAGG_DEFAULT_PORT, 16, 64});
+        fp_ = std::make_unique<FastPath>(FastPathConfig{XAGG_DEFAULT_PORT, 16, 64, ""});
         fp_->load();
         add_job(kJobA, 3, 0, kRegionChunks);
         add_job(kJobB, 2, kRegionChunks, kRegionChunks);

@@ -87,6 +87,54 @@ FastPath::FastPath(const FastPathConfig &config) : config_(config)
         xagg_fastpath__destroy(skel_);
         fail(err, "sizing the fast-path maps");
     }
+    if (!config.pin_dir.empty()) {
+        bpf_map *maps[] = {skel_->maps.jobs, skel_->maps.members, skel_->maps.slots,
+                           skel_->maps.counters};
+        for (bpf_map *map : maps) {
+            std::string path = config.pin_dir + "/" + bpf_map__name(map);
+            if (access(path.c_str(), F_OK) == 0)
+                reused_pins_ = true;
+            if (int e = bpf_map__set_pin_path(map, path.c_str())) {
+                xagg_fastpath__destroy(skel_);
+                fail(e, "pinning " + path);
+            }
+        }
+    }
+}
+
+void FastPath::unpin()
+{
+    bpf_map *maps[] = {skel_->maps.jobs, skel_->maps.members, skel_->maps.slots,
+                       skel_->maps.counters};
+    for (bpf_map *map : maps)
+        if (bpf_map__pin_path(map))
+            bpf_map__unpin(map, nullptr);
+}
+
+// A loader that crashed leaves its program attached (which keeps aggregating). Replace only a
+// program of ours; anybody else's XDP program is not ours to remove.
+void FastPath::detach_stale(int ifindex, const std::string &ifname)
+{
+    xdp_multiprog *mp = xdp_multiprog__get_from_ifindex(ifindex);
+    if (!mp || libxdp_get_error(mp))
+        return;
+    xdp_program *main = xdp_multiprog__main_prog(mp);
+    bool ours = main && xdp_multiprog__is_legacy(mp) &&
+                std::string(xdp_program__name(main)) == "xagg_fastpath";
+    if (main && !ours) {
+        xdp_multiprog__close(mp);
+        throw std::runtime_error("interface " + ifname +
+                                 " already runs another XDP program; remove it first");
+    }
+    if (ours) {
+        spdlog::warn("replacing the xagg program left attached to {} by a previous run", ifname);
+        int err = xdp_multiprog__detach(mp);
+        xdp_multiprog__close(mp);
+        if (err)
+            fail(err, "detaching the previous xagg program from " + ifname);
+        return;
+    }
+    xdp_multiprog__close(mp);
 }
 
 FastPath::~FastPath()
@@ -116,6 +164,7 @@ void FastPath::attach(const std::string &ifname, AttachMode mode)
     int ifindex = static_cast<int>(if_nametoindex(ifname.c_str()));
     if (ifindex == 0)
         fail(errno, "interface " + ifname);
+    detach_stale(ifindex, ifname);
     LibraryLogCapture log;
     xdp_program *prog = xdp_program__from_bpf_obj(skel_->obj, "xdp");
     if (long err = libxdp_get_error(prog))
@@ -154,7 +203,10 @@ void FastPath::attach_fanout()
     if (err && err != -EEXIST)
         fail(err, "creating the clsact qdisc for the fan-out program");
     tc_hook_created_ = err == 0;
-    LIBBPF_OPTS(bpf_tc_opts, opts, .prog_fd = fanout_prog_fd());
+    // A fixed handle and priority, replaced in place, so a restart after a crash swaps the old
+    // filter for the new one instead of stacking a second one beside it.
+    LIBBPF_OPTS(bpf_tc_opts, opts, .prog_fd = fanout_prog_fd(), .flags = BPF_TC_F_REPLACE,
+                .handle = 1, .priority = 1);
     if (int e = bpf_tc_attach(&hook, &opts))
         fail(e, "attaching the fan-out program to TC ingress");
     tc_handle_ = opts.handle;

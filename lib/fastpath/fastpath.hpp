@@ -22,6 +22,9 @@ struct FastPathConfig {
     uint16_t port = XAGG_DEFAULT_PORT;
     uint32_t max_jobs = XAGG_DEFAULT_MAX_JOBS;
     uint32_t max_chunks = XAGG_DEFAULT_MAX_CHUNKS;  // fast-path capacity, in chunks
+    // When set, the maps are pinned here (a bpffs directory) and reused if already pinned, so a
+    // restarted loader continues with the state a crashed one left.
+    std::string pin_dir;
 };
 
 enum class AttachMode { native, skb };
@@ -53,6 +56,10 @@ public:
     FastPath &operator=(const FastPath &) = delete;
 
     void load();
+    // Whether load found its maps pinned already (state from a previous run).
+    bool reused_pinned_maps() const { return reused_pins_; }
+    // Removes the pins: the maps die with the last program and fd that hold them.
+    void unpin();
     // Loads (through libxdp) and attaches XDP to the interface, and the fan-out program to its
     // TC ingress.
     void attach(const std::string &ifname, AttachMode mode);
@@ -76,6 +83,7 @@ public:
 private:
     void ensure_loaded() const;
     void attach_fanout();
+    void detach_stale(int ifindex, const std::string &ifname);
 
     FastPathConfig config_;
     xagg_fastpath *skel_ = nullptr;
@@ -85,6 +93,7 @@ private:
     uint32_t tc_handle_ = 0, tc_priority_ = 0;
     AttachMode mode_ = AttachMode::native;
     bool loaded_ = false;
+    bool reused_pins_ = false;
 };
 
 }  // namespace xagg

@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: MIT
+#include "config.hpp"
+
+#include <arpa/inet.h>
+
+#include <CLI/CLI.hpp>
+#include <fstream>
+#include <sstream>
+
+namespace xagg::daemon {
+
+std::unique_ptr<CLI::App> make_cli(Config &c)
+{
+    auto app = std::make_unique<CLI::App>(
+        "xaggd: the xagg aggregation daemon. Loads and attaches the XDP fast path, owns its "
+        "maps and the job table, and serves the control API.\n\n"
+        "Every option can also be set in the config file (--config), as `key = value`, one per "
+        "line, '#' starts a comment.");
+    app->set_config("--config", "", "Config file (TOML-style key = value lines)");
+    app->allow_config_extras(CLI::config_extras_mode::error);
+    app->add_option("--interface", c.interface, "NIC to attach the XDP fast path to");
+    app->add_option("--xdp_mode", c.xdp_mode,
+                    "XDP attach mode; skb only where the driver lacks native XDP")
+        ->check(CLI::IsMember({"native", "skb"}))
+        ->capture_default_str();
+    app->add_option("--port", c.port, "UDP port of xagg traffic")
+        ->check(CLI::Range(1, 65535))
+        ->capture_default_str();
+    app->add_option("--max_chunks", c.max_chunks, "Fast-path capacity in chunks of 1 KiB")
+        ->check(CLI::Range(1u, 1u << 30))
+        ->capture_default_str();
+    app->add_option("--max_jobs", c.max_jobs, "Capacity of the job table")
+        ->check(CLI::Range(1u, 65536u))
+        ->capture_default_str();
+    app->add_option("--bpffs_dir", c.bpffs_dir, "bpffs directory the maps are pinned in")
+        ->capture_default_str();
+    app->add_option("--state_dir", c.state_dir, "Directory of the job table kept across restarts")
+        ->capture_default_str();
+    app->add_option("--control_socket", c.control_socket, "Unix socket of the control API")
+        ->capture_default_str();
+    app->add_option("--control_socket_mode", c.control_socket_mode,
+                    "Octal file mode of the control socket (who may administer xaggd)")
+        ->check([](const std::string &v) {
+            if (v.empty() || v.size() > 4 || v.find_first_not_of("01234567") != std::string::npos)
+                return std::string("must be an octal file mode such as 0660");
+            return std::string();
+        })
+        ->capture_default_str();
+    app->add_option("--group_base", c.group_base,
+                    "IPv4 multicast address; job N's results go to group_base + N")
+        ->check([](const std::string &v) {
+            in_addr a{};
+            if (inet_pton(AF_INET, v.c_str(), &a) != 1 || !IN_MULTICAST(ntohl(a.s_addr)))
+                return std::string("must be an IPv4 multicast address");
+            return std::string();
+        })
+        ->capture_default_str();
+    app->add_option("--log_level", c.log_level, "Log level")
+        ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
+        ->capture_default_str();
+    app->add_option("--netns", c.netns, "Run inside this `ip netns` network namespace");
+    return app;
+}
+
+std::vector<std::string> check_config_file(const std::string &path)
+{
+    std::ifstream in(path);
+    if (!in)
+        return {path + ": cannot be read"};
+    std::vector<std::string> problems;
+    std::string line;
+    for (int number = 1; std::getline(in, line); number++) {
+        size_t start = line.find_first_not_of(" \t");
+        if (start == std::string::npos || line[start] == '#' || line[start] == ';')
+            continue;
+        if (line[start] == '[') {
+            problems.push_back(path + ":" + std::to_string(number) +
+                               ": sections are not used; write keys at the top level");
+            continue;
+        }
+        if (line.find('=') == std::string::npos) {
+            problems.push_back(path + ":" + std::to_string(number) + ": expected `key = value`");
+            continue;
+        }
+        // Each line alone through the real parser: its error is that line's.
+        Config scratch;
+        auto app = make_cli(scratch);
+        std::string key = line.substr(start, line.find_first_of(" \t=", start) - start);
+        if (key == "config" || !app->get_option_no_throw("--" + key)) {
+            problems.push_back(path + ":" + std::to_string(number) + ": unknown key '" + key + "'");
+            continue;
+        }
+        std::istringstream one(line);
+        try {
+            app->parse_from_stream(one);
+        } catch (const CLI::Error &e) {
+            problems.push_back(path + ":" + std::to_string(number) + ": " + e.what());
+        }
+    }
+    return problems;
+}
+
+std::vector<std::string> check_config(const Config &c)
+{
+    std::vector<std::string> problems;
+    if (c.interface.empty())
+        problems.push_back("interface: required (the NIC to attach the fast path to)");
+    if (c.bpffs_dir.empty() || c.bpffs_dir[0] != '/')
+        problems.push_back("bpffs_dir: must be an absolute path");
+    if (c.state_dir.empty() || c.state_dir[0] != '/')
+        problems.push_back("state_dir: must be an absolute path");
+    if (c.control_socket.empty() || c.control_socket[0] != '/')
+        problems.push_back("control_socket: must be an absolute path");
+    return problems;
+}
+
+}  // namespace xagg::daemon

@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: MIT
+// xaggd's configuration: one struct, one CLI11 definition. Every key of the config file is also a
+// command-line flag of the same name (--key), so `xaggd --help` lists them all.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace xagg::daemon {
+
+struct Config {
+    std::string interface;                       // NIC to attach the fast path to
+    std::string xdp_mode = "native";             // native | skb
+    uint16_t port = 9871;                        // UDP port of xagg traffic
+    uint32_t max_chunks = 65536;                 // fast-path capacity, in 1 KiB chunks
+    uint32_t max_jobs = 256;                     // job table capacity
+    std::string bpffs_dir = "/sys/fs/bpf/xagg";  // where maps are pinned
+    std::string state_dir = "/var/lib/xagg";     // job table kept across restarts
+    std::string control_socket = "/run/xagg/xaggd.sock";
+    std::string control_socket_mode = "0660";  // octal file mode of the socket
+    std::string group_base = "239.77.0.0";     // job N's results go to group_base + N
+    std::string log_level = "info";            // trace | debug | info | warn | error
+    std::string netns;                         // `ip netns` namespace to run in (tests, demos)
+    std::string config_file;                   // the file these came from, if any
+};
+
+// The CLI11 application that parses into `config`. Shared by the daemon and `config check`.
+std::unique_ptr<CLI::App> make_cli(Config &config);
+
+// Checks a config file line by line: unknown keys and bad values are reported as
+// "FILE:LINE: reason", one string per problem. Empty when the file is good.
+std::vector<std::string> check_config_file(const std::string &path);
+
+// Checks what no single key can: combinations, and values that need parsing.
+std::vector<std::string> check_config(const Config &config);
+
+}  // namespace xagg::daemon

@@ -1,0 +1,239 @@
+// SPDX-License-Identifier: MIT
+#include "control.hpp"
+
+#include <arpa/inet.h>
+
+#include <set>
+#include <stdexcept>
+
+namespace xagg::daemon {
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void refuse(const std::string &why)
+{
+    throw std::invalid_argument(why);
+}
+
+// The request may carry `op` and exactly the fields named; anything else is a mistake worth
+// reporting rather than ignoring.
+void allow_only(const json &r, std::initializer_list<const char *> fields)
+{
+    std::set<std::string> allowed(fields.begin(), fields.end());
+    allowed.insert("op");
+    for (const auto &[key, value] : r.items())
+        if (!allowed.count(key))
+            refuse("unknown field '" + key + "'");
+}
+
+uint64_t number(const json &r, const char *field, uint64_t max)
+{
+    if (!r.contains(field))
+        refuse(std::string("missing field '") + field + "'");
+    const json &v = r.at(field);
+    if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0))
+        refuse(std::string("'") + field + "' must be a non-negative integer");
+    uint64_t n = v.get<uint64_t>();
+    if (n > max)
+        refuse(std::string("'") + field + "' must be at most " + std::to_string(max));
+    return n;
+}
+
+uint64_t number_or(const json &r, const char *field, uint64_t max, uint64_t fallback)
+{
+    return r.contains(field) ? number(r, field, max) : fallback;
+}
+
+bool flag_or(const json &r, const char *field, bool fallback)
+{
+    if (!r.contains(field))
+        return fallback;
+    if (!r.at(field).is_boolean())
+        refuse(std::string("'") + field + "' must be true or false");
+    return r.at(field).get<bool>();
+}
+
+std::string text(const json &r, const char *field)
+{
+    if (!r.contains(field) || !r.at(field).is_string())
+        refuse(std::string("'") + field + "' must be a string");
+    return r.at(field).get<std::string>();
+}
+
+json job_json(const JobTable &jobs, uint32_t id)
+{
+    for (const auto &j : jobs.to_json())
+        if (j.at("id") == id)
+            return j;
+    refuse("no job " + std::to_string(id));
+}
+
+}  // namespace
+
+ControlApi::ControlApi(JobTable &jobs, Datapath &datapath, uint16_t xagg_port,
+                       std::function<void()> on_change)
+    : jobs_(jobs), datapath_(datapath), xagg_port_(xagg_port), on_change_(std::move(on_change))
+{
+}
+
+std::string ControlApi::handle_line(const std::string &line)
+{
+    if (line.size() > kMaxRequestBytes) {
+        requests_++;
+        errors_++;
+        return json{{"ok", false}, {"error", "request larger than 65536 bytes"}}.dump();
+    }
+    json request = json::parse(line, nullptr, false);
+    if (request.is_discarded()) {
+        requests_++;
+        errors_++;
+        return json{{"ok", false}, {"error", "not a JSON object"}}.dump();
+    }
+    return handle(request).dump();
+}
+
+json ControlApi::handle(const json &request)
+{
+    requests_++;
+    try {
+        if (!request.is_object() || !request.contains("op") || !request.at("op").is_string())
+            refuse("a request is a JSON object with a string 'op'");
+        const std::string op = request.at("op").get<std::string>();
+        static const std::set<std::string> kReadOnly = {"list_jobs", "show_job", "stats"};
+        json reply;
+        if (op == "create_job")
+            reply = create_job(request);
+        else if (op == "delete_job")
+            reply = delete_job(request);
+        else if (op == "join")
+            reply = join(request);
+        else if (op == "leave")
+            reply = leave(request);
+        else if (op == "list_jobs")
+            reply = list_jobs(request);
+        else if (op == "show_job")
+            reply = show_job(request);
+        else if (op == "stats")
+            reply = stats(request);
+        else
+            refuse("unknown op '" + op + "'");
+        bool changes = !kReadOnly.count(op);
+        if (changes && on_change_)
+            on_change_();
+        reply["ok"] = true;
+        return reply;
+    } catch (const std::exception &e) {
+        errors_++;
+        return json{{"ok", false}, {"error", e.what()}};
+    }
+}
+
+json ControlApi::create_job(const json &r)
+{
+    allow_only(r, {"id", "workers", "gradient_elems", "policy", "timeout_ms", "weight", "host_path",
+                   "fanout"});
+    JobRequest req;
+    if (r.contains("id"))
+        req.id = static_cast<uint32_t>(number(r, "id", 0xffff));
+    req.workers = static_cast<uint32_t>(number(r, "workers", XAGG_MAX_WORKERS));
+    req.gradient_elems = number(r, "gradient_elems", uint64_t{1} << 40);
+    if (r.contains("policy")) {
+        std::string p = text(r, "policy");
+        if (p != "wait" && p != "evict")
+            refuse("'policy' must be \"wait\" or \"evict\"");
+        req.policy = p == "evict" ? StragglerPolicy::evict : StragglerPolicy::wait;
+    }
+    req.timeout_ms = static_cast<uint32_t>(number_or(r, "timeout_ms", 3600000, 1000));
+    if (r.contains("weight")) {
+        if (!r.at("weight").is_number())
+            refuse("'weight' must be a number");
+        req.weight = r.at("weight").get<double>();
+    }
+    req.host_path = flag_or(r, "host_path", false);
+    req.fanout = flag_or(r, "fanout", false);
+
+    const Job &job = jobs_.create(req);
+    try {
+        datapath_.clear_region(job.region_base, job.region_chunks);
+        datapath_.put_job(job);
+    } catch (...) {
+        jobs_.remove(job.id);
+        throw;
+    }
+    return {{"job", job_json(jobs_, job.id)}};
+}
+
+json ControlApi::delete_job(const json &r)
+{
+    allow_only(r, {"job"});
+    auto id = static_cast<uint32_t>(number(r, "job", 0xffff));
+    const Job *job = jobs_.find(id);
+    if (!job)
+        refuse("no job " + std::to_string(id));
+    // The fast path first: once the job is gone there, no packet can touch its region.
+    datapath_.delete_job(id);
+    for (const auto &[rank, m] : job->members)
+        datapath_.delete_member(id, rank);
+    jobs_.remove(id);
+    return json::object();
+}
+
+json ControlApi::join(const json &r)
+{
+    allow_only(r, {"job", "rank", "addr", "port"});
+    auto id = static_cast<uint32_t>(number(r, "job", 0xffff));
+    auto rank = static_cast<uint32_t>(number(r, "rank", XAGG_MAX_WORKERS - 1));
+    in_addr addr{};
+    std::string a = text(r, "addr");
+    if (inet_pton(AF_INET, a.c_str(), &addr) != 1)
+        refuse("'addr' must be an IPv4 address");
+    auto port = static_cast<uint16_t>(number(r, "port", 65535));
+    const Member &m = jobs_.join(id, rank, addr, port);
+    try {
+        datapath_.put_member(id, m);
+    } catch (...) {
+        jobs_.leave(id, rank);
+        throw;
+    }
+    return {{"job", job_json(jobs_, id)}, {"aggregator", {{"port", xagg_port_}}}};
+}
+
+json ControlApi::leave(const json &r)
+{
+    allow_only(r, {"job", "rank"});
+    auto id = static_cast<uint32_t>(number(r, "job", 0xffff));
+    auto rank = static_cast<uint32_t>(number(r, "rank", XAGG_MAX_WORKERS - 1));
+    jobs_.leave(id, rank);
+    datapath_.delete_member(id, rank);
+    return json::object();
+}
+
+json ControlApi::list_jobs(const json &r)
+{
+    allow_only(r, {});
+    return {{"jobs", jobs_.to_json()}};
+}
+
+json ControlApi::show_job(const json &r)
+{
+    allow_only(r, {"job"});
+    return {{"job", job_json(jobs_, static_cast<uint32_t>(number(r, "job", 0xffff)))}};
+}
+
+json ControlApi::stats(const json &r)
+{
+    allow_only(r, {});
+    json counters = json::object();
+    Counters c = datapath_.counters();
+    for (int i = 0; i < XAGG_CNT_MAX; i++)
+        counters[counter_name(static_cast<xagg_counter>(i))] = c[i];
+    return {{"counters", counters},
+            {"jobs", jobs_.jobs().size()},
+            {"fast_path_chunks_capacity", jobs_.capacity_chunks()},
+            {"fast_path_chunks_used", jobs_.used_chunks()},
+            {"requests", requests_},
+            {"request_errors", errors_}};
+}
+
+}  // namespace xagg::daemon

@@ -1,0 +1,323 @@
+// SPDX-License-Identifier: MIT
+#include "daemon.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <system_error>
+#include <vector>
+
+#include "control.hpp"
+#include "fastpath.hpp"
+#include "jobs.hpp"
+#include "netns.hpp"
+
+namespace xagg::daemon {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char *kMapNames[] = {"jobs", "members", "slots", "counters"};
+
+[[noreturn]] void fail_errno(const std::string &what)
+{
+    throw std::system_error(errno, std::generic_category(), what);
+}
+
+class FastPathDatapath : public Datapath {
+public:
+    explicit FastPathDatapath(FastPath &fp) : fp_(fp) {}
+    void put_job(const Job &job) override
+    {
+        JobSpec spec;
+        spec.id = job.id;
+        spec.members = job.member_bitmap();
+        spec.region_base = job.region_base;
+        spec.region_chunks = job.region_chunks;
+        spec.host_path = job.host_path;
+        spec.fanout = job.fanout;
+        spec.group = job.group;
+        spec.group_port = job.group_port;
+        fp_.put_job(spec);
+    }
+    void delete_job(uint32_t id) override { fp_.delete_job(id); }
+    void put_member(uint32_t id, const Member &m) override
+    {
+        fp_.put_member(id, m.rank, m.addr, m.port);
+    }
+    void delete_member(uint32_t id, uint32_t rank) override { fp_.delete_member(id, rank); }
+    void clear_region(uint32_t base, uint32_t chunks) override { fp_.clear_region(base, chunks); }
+    Counters counters() const override { return fp_.counters(); }
+
+private:
+    FastPath &fp_;
+};
+
+// The job table on disk: written to a temporary file and renamed, so a crash mid-write leaves
+// the previous version.
+class StateFile {
+public:
+    explicit StateFile(const std::string &dir) : path_(dir + "/jobs.json") {}
+    bool exists() const { return fs::exists(path_); }
+    nlohmann::json read() const
+    {
+        std::ifstream in(path_);
+        nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+        if (j.is_discarded())
+            throw std::runtime_error(path_ + " is not valid JSON");
+        return j;
+    }
+    void write(const nlohmann::json &j) const
+    {
+        std::string tmp = path_ + ".tmp";
+        {
+            std::ofstream out(tmp, std::ios::trunc);
+            out << j.dump(2) << "\n";
+            if (!out)
+                throw std::runtime_error("cannot write " + tmp);
+        }
+        fs::rename(tmp, path_);
+    }
+    void remove() const { fs::remove(path_); }
+    const std::string &path() const { return path_; }
+
+private:
+    std::string path_;
+};
+
+int listen_unix(const std::string &path, const std::string &mode)
+{
+    fs::create_directories(fs::path(path).parent_path());
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        fail_errno("socket");
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (path.size() >= sizeof(addr.sun_path))
+        throw std::runtime_error("control_socket path is too long: " + path);
+    std::strcpy(addr.sun_path, path.c_str());
+    unlink(path.c_str());
+    if (bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) != 0)
+        fail_errno("binding the control socket " + path);
+    if (chmod(path.c_str(), static_cast<mode_t>(std::stoul(mode, nullptr, 8))) != 0)
+        fail_errno("chmod " + path);
+    if (listen(fd, 64) != 0)
+        fail_errno("listen on " + path);
+    return fd;
+}
+
+struct Client {
+    int fd;
+    std::string in;
+};
+
+void set_log_level(const std::string &level)
+{
+    spdlog::set_level(spdlog::level::from_str(level));
+}
+
+class Server {
+public:
+    Server(const Config &config) : config_(config) {}
+
+    int run()
+    {
+        sigset_t signals;
+        sigemptyset(&signals);
+        for (int s : {SIGTERM, SIGINT, SIGHUP})
+            sigaddset(&signals, s);
+        sigprocmask(SIG_BLOCK, &signals, nullptr);
+        int sfd = signalfd(-1, &signals, SFD_CLOEXEC | SFD_NONBLOCK);
+        if (sfd < 0)
+            fail_errno("signalfd");
+
+        if (!config_.netns.empty())
+            sys::enter_netns(config_.netns);
+        fs::create_directories(config_.bpffs_dir);
+        fs::create_directories(config_.state_dir);
+        StateFile state(config_.state_dir);
+        // Pinned maps without a saved job table hold jobs nobody knows: start from nothing.
+        if (!state.exists())
+            for (const char *name : kMapNames)
+                fs::remove(config_.bpffs_dir + "/" + name);
+
+        FastPathConfig fpc;
+        fpc.port = config_.port;
+        fpc.max_chunks = config_.max_chunks;
+        fpc.max_jobs = config_.max_jobs;
+        fpc.pin_dir = config_.bpffs_dir;
+        FastPath fp(fpc);
+        fp.attach(config_.interface,
+                  config_.xdp_mode == "skb" ? AttachMode::skb : AttachMode::native);
+        if (config_.xdp_mode == "skb")
+            spdlog::warn("XDP attached in skb (generic) mode: 3-4x slower than native");
+        spdlog::info("attached to {} ({} mode), port {}, {} chunks of fast-path memory",
+                     config_.interface, config_.xdp_mode, config_.port, config_.max_chunks);
+
+        in_addr group_base{};
+        inet_pton(AF_INET, config_.group_base.c_str(), &group_base);
+        JobTable jobs(config_.max_chunks, config_.max_jobs, group_base);
+        FastPathDatapath datapath(fp);
+        if (state.exists()) {
+            jobs.load_json(state.read());
+            if (!fp.reused_pinned_maps()) {
+                // The maps are new (e.g. after a reboot): write the jobs back into them. Sums in
+                // flight are lost; workers' retransmissions rebuild them.
+                for (const auto &[id, job] : jobs.jobs()) {
+                    datapath.clear_region(job.region_base, job.region_chunks);
+                    datapath.put_job(job);
+                    for (const auto &[rank, m] : job.members)
+                        datapath.put_member(id, m);
+                }
+            }
+            spdlog::info("recovered {} jobs from {}{}", jobs.jobs().size(), state.path(),
+                         fp.reused_pinned_maps() ? " with their pinned maps" : "");
+        }
+        ControlApi api(jobs, datapath, config_.port, [&] { state.write(jobs.to_json()); });
+        int lfd = listen_unix(config_.control_socket, config_.control_socket_mode);
+        spdlog::info("control API on {}", config_.control_socket);
+
+        bool stop = false;
+        while (!stop) {
+            std::vector<pollfd> fds{{sfd, POLLIN, 0}, {lfd, POLLIN, 0}};
+            for (const auto &c : clients_)
+                fds.push_back({c.fd, POLLIN, 0});
+            if (poll(fds.data(), fds.size(), -1) < 0) {
+                if (errno == EINTR)
+                    continue;
+                fail_errno("poll");
+            }
+            if (fds[0].revents & POLLIN)
+                stop = handle_signal(sfd);
+            if (fds[1].revents & POLLIN)
+                accept_clients(lfd);
+            for (size_t i = 2; i < fds.size(); i++)
+                if (fds[i].revents & (POLLIN | POLLHUP | POLLERR))
+                    serve(fds[i].fd, api);
+            std::erase_if(clients_, [](const Client &c) { return c.fd < 0; });
+        }
+
+        for (auto &c : clients_)
+            close(c.fd);
+        close(lfd);
+        unlink(config_.control_socket.c_str());
+        fp.detach();
+        fp.unpin();
+        state.remove();
+        spdlog::info("detached from {}; jobs ended, maps unpinned", config_.interface);
+        return 0;
+    }
+
+private:
+    bool handle_signal(int sfd)
+    {
+        signalfd_siginfo si{};
+        while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+            if (si.ssi_signo == SIGHUP) {
+                reload();
+                continue;
+            }
+            spdlog::info("{}: stopping", strsignal(static_cast<int>(si.ssi_signo)));
+            return true;
+        }
+        return false;
+    }
+
+    // Applies what can change at run time (the log level); reports the rest.
+    void reload()
+    {
+        if (config_.config_file.empty()) {
+            spdlog::info("SIGHUP: no config file to reload");
+            return;
+        }
+        auto problems = check_config_file(config_.config_file);
+        if (!problems.empty()) {
+            for (const auto &p : problems)
+                spdlog::error("SIGHUP: {}; keeping the running configuration", p);
+            return;
+        }
+        Config fresh;
+        auto app = make_cli(fresh);
+        std::ifstream in(config_.config_file);
+        try {
+            app->parse_from_stream(in);
+        } catch (const CLI::Error &e) {
+            spdlog::error("SIGHUP: {}; keeping the running configuration", e.what());
+            return;
+        }
+        if (fresh.log_level != config_.log_level) {
+            config_.log_level = fresh.log_level;
+            set_log_level(fresh.log_level);
+            spdlog::info("SIGHUP: log_level is now {}", fresh.log_level);
+        }
+        if (fresh.interface != config_.interface || fresh.port != config_.port ||
+            fresh.max_chunks != config_.max_chunks || fresh.xdp_mode != config_.xdp_mode)
+            spdlog::warn("SIGHUP: interface, port, xdp_mode and max_chunks take a restart");
+    }
+
+    void accept_clients(int lfd)
+    {
+        for (;;) {
+            int fd = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+            if (fd < 0)
+                return;
+            clients_.push_back({fd, {}});
+        }
+    }
+
+    void serve(int fd, ControlApi &api)
+    {
+        Client *c = nullptr;
+        for (auto &client : clients_)
+            if (client.fd == fd)
+                c = &client;
+        char buf[4096];
+        ssize_t n;
+        while ((n = read(fd, buf, sizeof(buf))) > 0)
+            c->in.append(buf, static_cast<size_t>(n));
+        size_t nl;
+        while ((nl = c->in.find('\n')) != std::string::npos) {
+            std::string reply = api.handle_line(c->in.substr(0, nl)) + "\n";
+            c->in.erase(0, nl + 1);
+            // Replies are small; a client that does not read them is dropped.
+            if (write(fd, reply.data(), reply.size()) != static_cast<ssize_t>(reply.size()))
+                n = 0;
+        }
+        if (c->in.size() > kMaxRequestBytes) {
+            std::string reply = api.handle_line(c->in) + "\n";
+            (void)!write(fd, reply.data(), reply.size());
+            n = 0;
+        }
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+            close(fd);
+            c->fd = -1;
+        }
+    }
+
+    Config config_;
+    std::vector<Client> clients_;
+};
+
+}  // namespace
+
+int run(const Config &config)
+{
+    set_log_level(config.log_level);
+    Server server(config);
+    return server.run();
+}
+
+}  // namespace xagg::daemon

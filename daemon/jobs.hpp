@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: MIT
+// The job table: jobs, their members and their share of fast-path memory. Pure bookkeeping, no
+// I/O: the control API validates requests against it and then mirrors changes into the maps.
+#pragma once
+
+#include <netinet/in.h>
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "xagg/proto.h"
+
+namespace xagg::daemon {
+
+struct Member {
+    uint32_t rank = 0;
+    in_addr addr{};
+    uint16_t port = 0;
+};
+
+enum class StragglerPolicy { wait, evict };
+
+struct JobRequest {
+    std::optional<uint32_t> id;   // assigned when absent
+    uint32_t workers = 0;         // 1..64
+    uint64_t gradient_elems = 0;  // int32 values per all-reduce
+    StragglerPolicy policy = StragglerPolicy::wait;
+    uint32_t timeout_ms = 1000;  // a slot partial this long is a straggler event
+    double weight = 1.0;         // share of fast-path memory relative to other jobs
+    bool host_path = false;      // all chunks to the host-side parameter server
+    bool fanout = false;         // unicast fan-out instead of multicast results
+};
+
+struct Job {
+    uint32_t id = 0;
+    uint32_t workers = 0;
+    uint64_t gradient_elems = 0;
+    uint32_t chunks = 0;         // ceil(gradient_elems / 256)
+    uint32_t region_base = 0;    // fast-path slots [region_base, region_base + region_chunks)
+    uint32_t region_chunks = 0;  // chunks on the fast path; the rest go to the host path
+    StragglerPolicy policy = StragglerPolicy::wait;
+    uint32_t timeout_ms = 0;
+    double weight = 1.0;
+    bool host_path = false;
+    bool fanout = false;
+    in_addr group{};
+    uint16_t group_port = 0;
+    std::map<uint32_t, Member> members;  // by rank
+
+    uint64_t member_bitmap() const { return workers == 64 ? ~0ull : (1ull << workers) - 1; }
+};
+
+class JobTable {
+public:
+    JobTable(uint32_t capacity_chunks, uint32_t max_jobs, in_addr group_base);
+
+    // Each throws std::invalid_argument with a message for the API client.
+    const Job &create(const JobRequest &request);
+    void remove(uint32_t id);
+    const Member &join(uint32_t id, uint32_t rank, in_addr addr, uint16_t port);
+    void leave(uint32_t id, uint32_t rank);
+
+    const Job *find(uint32_t id) const;
+    const std::map<uint32_t, Job> &jobs() const { return jobs_; }
+    uint32_t capacity_chunks() const { return capacity_chunks_; }
+    uint32_t used_chunks() const;
+
+    nlohmann::json to_json() const;
+    // Replaces the table with a saved one (after a restart); throws on a malformed document.
+    void load_json(const nlohmann::json &saved);
+
+private:
+    // The longest free run of fast-path chunks, as (base, length).
+    std::pair<uint32_t, uint32_t> largest_free_range() const;
+    Job &get(uint32_t id);
+
+    uint32_t capacity_chunks_;
+    uint32_t max_jobs_;
+    in_addr group_base_;
+    std::map<uint32_t, Job> jobs_;
+};
+
+const char *to_string(StragglerPolicy p);
+
+}  // namespace xagg::daemon

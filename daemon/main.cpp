@@ -1,0 +1,35 @@
+// SPDX-License-Identifier: MIT
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+
+#include "config.hpp"
+#include "daemon.hpp"
+
+int main(int argc, char **argv)
+{
+    xagg::daemon::Config config;
+    auto app = xagg::daemon::make_cli(config);
+    // A bad config line is reported with its file and line before anything else happens.
+    for (int i = 1; i + 1 < argc; i++)
+        if (std::string(argv[i]) == "--config") {
+            auto problems = xagg::daemon::check_config_file(argv[i + 1]);
+            for (const auto &p : problems)
+                spdlog::error("{}", p);
+            if (!problems.empty())
+                return 1;
+            config.config_file = argv[i + 1];
+        }
+    CLI11_PARSE(*app, argc, argv);
+    auto problems = xagg::daemon::check_config(config);
+    for (const auto &p : problems)
+        spdlog::error("{}", p);
+    if (!problems.empty())
+        return 1;
+    try {
+        return xagg::daemon::run(config);
+    } catch (const std::exception &e) {
+        spdlog::error("{}", e.what());
+        return 1;
+    }
+}

@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: MIT
+// xaggd's configuration: every key a flag, bad lines refused with file, line and reason.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <fstream>
+
+#include "config.hpp"
+
+namespace xagg::daemon {
+namespace {
+
+class ConfigFileTest : public ::testing::Test {
+protected:
+    std::string write(const std::string &text)
+    {
+        path_ = ::testing::TempDir() + "xaggd-" + std::to_string(getpid()) + ".conf";
+        std::ofstream(path_) << text;
+        return path_;
+    }
+    void TearDown() override { unlink(path_.c_str()); }
+    std::string path_;
+};
+
+TEST_F(ConfigFileTest, AGoodFileHasNoProblemsAndParsesIntoTheConfig)
+{
+    std::string path = write(
+        "# an aggregator node\n"
+        "interface = ens1f0\n"
+        "port = 9999\n"
+        "\n"
+        "max_chunks = 1024\n"
+        "log_level = debug\n");
+    EXPECT_TRUE(check_config_file(path).empty());
+    Config c;
+    auto app = make_cli(c);
+    const char *argv[] = {"xaggd", "--config", path.c_str()};
+    app->parse(3, argv);
+    EXPECT_EQ(c.interface, "ens1f0");
+    EXPECT_EQ(c.port, 9999);
+    EXPECT_EQ(c.max_chunks, 1024u);
+    EXPECT_EQ(c.log_level, "debug");
+    EXPECT_EQ(c.xdp_mode, "native");  // untouched keys keep their defaults
+}
+
+TEST_F(ConfigFileTest, UnknownKeyIsNamedWithItsLine)
+{
+    std::string path = write("interface = eth0\nprot = 9871\n");
+    auto problems = check_config_file(path);
+    ASSERT_EQ(problems.size(), 1u);
+    EXPECT_EQ(problems[0], path + ":2: unknown key 'prot'");
+}
+
+TEST_F(ConfigFileTest, BadValuesAreNamedWithTheirLinesAndReasons)
+{
+    std::string path = write(
+        "port = 70000\n"
+        "xdp_mode = turbo\n"
+        "interface = eth0\n"
+        "group_base = 10.0.0.1\n"
+        "just some words\n"
+        "[section]\n");
+    auto problems = check_config_file(path);
+    ASSERT_EQ(problems.size(), 5u);
+    EXPECT_TRUE(problems[0].starts_with(path + ":1: ")) << problems[0];
+    EXPECT_NE(problems[0].find("70000"), std::string::npos) << problems[0];
+    EXPECT_TRUE(problems[1].starts_with(path + ":2: ")) << problems[1];
+    EXPECT_NE(problems[1].find("turbo"), std::string::npos) << problems[1];
+    EXPECT_EQ(problems[2], path + ":4: --group_base: must be an IPv4 multicast address");
+    EXPECT_EQ(problems[3], path + ":5: expected `key = value`");
+    EXPECT_EQ(problems[4], path + ":6: sections are not used; write keys at the top level");
+}
+
+TEST_F(ConfigFileTest, MissingFileIsReported)
+{
+    auto problems = check_config_file("/nonexistent/xaggd.conf");
+    ASSERT_EQ(problems.size(), 1u);
+    EXPECT_EQ(problems[0], "/nonexistent/xaggd.conf: cannot be read");
+}
+
+TEST(ConfigTest, HelpListsEveryKey)
+{
+    Config c;
+    auto app = make_cli(c);
+    std::string help = app->help();
+    for (const char *key :
+         {"--interface", "--xdp_mode", "--port", "--max_chunks", "--max_jobs", "--bpffs_dir",
+          "--state_dir", "--control_socket", "--control_socket_mode", "--group_base", "--log_level",
+          "--netns", "--config"})
+        EXPECT_NE(help.find(key), std::string::npos) << key;
+}
+
+TEST(ConfigTest, InterfaceAloneIsEnough)
+{
+    Config c;
+    auto app = make_cli(c);
+    const char *argv[] = {"xaggd", "--interface", "eth0"};
+    app->parse(3, argv);
+    EXPECT_TRUE(check_config(c).empty());
+    Config none;
+    auto problems = check_config(none);
+    ASSERT_EQ(problems.size(), 1u);
+    EXPECT_EQ(problems[0], "interface: required (the NIC to attach the fast path to)");
+}
+
+}  // namespace
+}  // namespace xagg::daemon
