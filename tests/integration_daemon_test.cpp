@@ -1,0 +1,238 @@
+// SPDX-License-Identifier: MIT
+// xaggd as a real process in the aggregator namespace: jobs created and joined over its control
+// socket, workers aggregating through it, and a kill -9 mid-job that the job survives.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/process.hpp"
+#include "support/topology.hpp"
+
+namespace xagg::test {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+constexpr uint32_t kJob = 7;  // results go to group_base + 7 = 239.77.0.7
+
+// One request, one reply, over the control socket.
+json control(const std::string &socket_path, const json &request)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, socket_path.c_str(), sizeof(addr.sun_path) - 1);
+    if (connect(fd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) != 0) {
+        close(fd);
+        throw std::runtime_error("cannot connect to " + socket_path);
+    }
+    std::string line = request.dump() + "\n";
+    if (write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+        throw std::runtime_error("short write to the control socket");
+    std::string reply;
+    char c;
+    while (read(fd, &c, 1) == 1 && c != '\n')
+        reply += c;
+    close(fd);
+    return json::parse(reply);
+}
+
+class DaemonIntegration : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        if (geteuid() != 0)
+            GTEST_SKIP() << "needs root: network namespaces and XDP attach";
+        std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+        dir_ = ::testing::TempDir() + "xaggd-it-" + std::to_string(getpid()) + "-" + name;
+        bpffs_ = "/sys/fs/bpf/xaggt" + std::to_string(getpid()) + name.substr(0, 8);
+        std::filesystem::remove_all(dir_);
+        std::filesystem::create_directories(dir_);
+        socket_ = dir_ + "/xaggd.sock";
+    }
+    void TearDown() override
+    {
+        std::filesystem::remove_all(dir_);
+        std::filesystem::remove_all(bpffs_);
+    }
+
+    std::string write_config(const Topology &topo) const
+    {
+        std::string path = dir_ + "/xaggd.conf";
+        std::ofstream(path) << "# written by the integration test\n"
+                            << "interface = eth0\n"
+                            << "netns = " << topo.agg() << "\n"
+                            << "max_chunks = 4096\n"
+                            << "bpffs_dir = " << bpffs_ << "\n"
+                            << "state_dir = " << dir_ << "/state\n"
+                            << "control_socket = " << socket_ << "\n"
+                            << "log_level = debug\n";
+        return path;
+    }
+
+    std::unique_ptr<Process> start_daemon(const std::string &config, const std::string &log)
+    {
+        std::filesystem::remove(socket_);
+        auto p = std::make_unique<Process>(
+            std::vector<std::string>{XAGG_BINARY_DIR "/daemon/xaggd", "--config", config},
+            dir_ + "/" + log);
+        for (int i = 0; i < 200; i++) {
+            try {
+                control(socket_, {{"op", "stats"}});
+                return p;
+            } catch (const std::exception &) {
+                std::this_thread::sleep_for(25ms);
+            }
+        }
+        ADD_FAILURE() << "xaggd did not open its control socket: " << p->output();
+        return p;
+    }
+
+    void create_and_join(unsigned workers, uint32_t chunks)
+    {
+        json r = control(socket_, {{"op", "create_job"},
+                                   {"id", kJob},
+                                   {"workers", workers},
+                                   {"gradient_elems", chunks * 256}});
+        ASSERT_EQ(r["ok"], true) << r;
+        ASSERT_EQ(r["job"]["group"], "239.77.0.7") << r;
+        ASSERT_EQ(r["job"]["fast_path_chunks"], chunks) << r;
+        for (unsigned rank = 0; rank < workers; rank++) {
+            r = control(socket_, {{"op", "join"},
+                                  {"job", kJob},
+                                  {"rank", rank},
+                                  {"addr", worker_addr(rank)},
+                                  {"port", 9872}});
+            ASSERT_EQ(r["ok"], true) << r;
+        }
+    }
+
+    std::vector<std::unique_ptr<Process>> start_workers(const Topology &topo, unsigned workers,
+                                                        uint32_t chunks, uint32_t rounds)
+    {
+        std::vector<std::unique_ptr<Process>> procs;
+        for (unsigned r = 0; r < workers; r++)
+            procs.push_back(std::make_unique<Process>(
+                std::vector<std::string>{XAGG_BINARY_DIR "/tools/xagg-demo-worker",
+                                         "--netns",
+                                         topo.worker(r),
+                                         "--aggregator",
+                                         kAggAddr,
+                                         "--local",
+                                         worker_addr(r),
+                                         "--group",
+                                         "239.77.0.7",
+                                         "--job",
+                                         std::to_string(kJob),
+                                         "--rank",
+                                         std::to_string(r),
+                                         "--workers",
+                                         std::to_string(workers),
+                                         "--chunks",
+                                         std::to_string(chunks),
+                                         "--rounds",
+                                         std::to_string(rounds),
+                                         "--timeout-ms",
+                                         "20",
+                                         "--max-retries",
+                                         "500",
+                                         "--json"},
+                dir_ + "/worker" + std::to_string(r) + ".json"));
+        return procs;
+    }
+
+    static void expect_all_exact(std::vector<std::unique_ptr<Process>> &procs, uint64_t results)
+    {
+        std::string digest;
+        for (auto &p : procs) {
+            ASSERT_EQ(p->wait(120s), 0) << p->output();
+            json out = json::parse(p->output());
+            EXPECT_EQ(out["verified"], results) << out;
+            EXPECT_EQ(out["mismatches"], 0) << out;
+            if (digest.empty())
+                digest = out["digest"];
+            EXPECT_EQ(out["digest"], digest) << "workers disagree";
+        }
+    }
+
+    std::string dir_, bpffs_, socket_;
+};
+
+TEST_F(DaemonIntegration, JobCreatedOverTheApiGivesExactSums)
+{
+    constexpr unsigned kWorkers = 3;
+    constexpr uint32_t kChunks = 128, kRounds = 10;
+    Topology topo("d", kWorkers);
+    auto daemon = start_daemon(write_config(topo), "xaggd.log");
+    create_and_join(kWorkers, kChunks);
+    auto workers = start_workers(topo, kWorkers, kChunks, kRounds);
+    expect_all_exact(workers, uint64_t{kRounds} * kChunks);
+
+    json stats = control(socket_, {{"op", "stats"}});
+    EXPECT_EQ(stats["counters"]["completed"], kRounds * kChunks) << stats;
+    EXPECT_EQ(stats["counters"]["aggregated"], kRounds * kChunks * (kWorkers - 1)) << stats;
+    EXPECT_EQ(stats["jobs"], 1);
+
+    // A clean stop: no program attached, no pins, no socket left behind.
+    daemon->signal(SIGTERM);
+    ASSERT_EQ(daemon->wait(10s), 0) << daemon->output();
+    std::string link = run_command("ip -n " + topo.agg() + " link show eth0");
+    EXPECT_EQ(link.find("xdp"), std::string::npos) << link;
+    EXPECT_FALSE(std::filesystem::exists(bpffs_ + "/slots"));
+    EXPECT_FALSE(std::filesystem::exists(socket_));
+}
+
+TEST_F(DaemonIntegration, KilledDaemonIsRestartedAndTheJobCompletesExactly)
+{
+    constexpr unsigned kWorkers = 3;
+    constexpr uint32_t kChunks = 32, kRounds = 1500;
+    Topology topo("k", kWorkers);
+    std::string config = write_config(topo);
+    auto daemon = start_daemon(config, "xaggd-1.log");
+    create_and_join(kWorkers, kChunks);
+    auto workers = start_workers(topo, kWorkers, kChunks, kRounds);
+
+    std::this_thread::sleep_for(300ms);
+    daemon->signal(SIGKILL);
+    EXPECT_EQ(daemon->wait(5s), 128 + SIGKILL);
+    auto restarted = start_daemon(config, "xaggd-2.log");
+    json job = control(socket_, {{"op", "show_job"}, {"job", kJob}});
+    EXPECT_EQ(job["ok"], true) << job;
+    EXPECT_EQ(job["job"]["members"].size(), kWorkers) << job;
+    EXPECT_NE(restarted->output().find("with their pinned maps"), std::string::npos)
+        << restarted->output();
+
+    expect_all_exact(workers, uint64_t{kRounds} * kChunks);
+    // The counters live in the pinned maps too: each contribution counted once across both runs.
+    json stats = control(socket_, {{"op", "stats"}});
+    EXPECT_EQ(stats["counters"]["completed"], kRounds * kChunks) << stats;
+    EXPECT_EQ(stats["counters"]["aggregated"], kRounds * kChunks * (kWorkers - 1)) << stats;
+    restarted->signal(SIGTERM);
+    EXPECT_EQ(restarted->wait(10s), 0) << restarted->output();
+}
+
+TEST_F(DaemonIntegration, BadConfigLineIsRefusedWithFileAndLine)
+{
+    std::string path = dir_ + "/bad.conf";
+    std::ofstream(path) << "interface = eth0\nmax_chunks = lots\n";
+    Process p({XAGG_BINARY_DIR "/daemon/xaggd", "--config", path}, dir_ + "/bad.log");
+    EXPECT_EQ(p.wait(10s), 1);
+    EXPECT_NE(p.output().find(path + ":2: "), std::string::npos) << p.output();
+    EXPECT_NE(p.output().find("lots"), std::string::npos) << p.output();
+}
+
+}  // namespace
+}  // namespace xagg::test
