@@ -15,6 +15,7 @@
 
 #include "xagg/fastpath.h"
 #include "xagg/proto.h"
+#include "xagg/slot.h"
 #include "xagg_maps.h"
 #include "xagg_parse.h"
 #include "xagg_reply.h"
@@ -42,94 +43,15 @@ static __always_inline int mac_equal(const unsigned char *a, const unsigned char
     return same;
 }
 
-/* What the locked slot update decided; the reply is built after the lock is released. */
-enum slot_verdict {
-    SLOT_ADDED,     /* counted, chunk incomplete: consume the packet */
-    SLOT_COMPLETED, /* counted, chunk complete: packet now carries the sum, send to the group */
-    SLOT_DUPLICATE, /* already counted, incomplete: drop */
-    SLOT_RESEND,    /* already counted, complete: packet now carries the sum, send back */
-    SLOT_STALE,     /* round older than the slot's: drop */
-    SLOT_BAD_EXP,   /* exponent disagrees with the round's: drop */
-};
-
-/*
- * The four payload loops. Fully unrolled with plain 32-bit adds (wrapping, as the protocol
- * specifies): measured faster than per-element atomics or bpf_loop (DESIGN.md). They run under
- * the slot's spin lock, which makes each packet's update atomic as a whole.
- */
-static __always_inline void payload_store(__s32 *sum, const __s32 *vals)
+/* The slot's spin lock makes each packet's update atomic as a whole. */
+static __always_inline enum xagg_slot_verdict update_slot(struct xagg_slot *slot, __u32 job_id,
+                                                          __u32 round, __s32 exponent, __u64 bit,
+                                                          __u64 members, __s32 *vals,
+                                                          __u64 *seen_out)
 {
-#pragma unroll
-    for (int i = 0; i < XAGG_CHUNK_ELEMS; i++)
-        sum[i] = vals[i];
-}
-
-static __always_inline void payload_add(__s32 *sum, const __s32 *vals)
-{
-#pragma unroll
-    for (int i = 0; i < XAGG_CHUNK_ELEMS; i++)
-        sum[i] = (__s32)((__u32)sum[i] + (__u32)vals[i]);
-}
-
-/* The last contribution: add and write the final sum into the packet in the same pass. */
-static __always_inline void payload_add_and_emit(__s32 *sum, __s32 *vals)
-{
-#pragma unroll
-    for (int i = 0; i < XAGG_CHUNK_ELEMS; i++) {
-        __s32 s = (__s32)((__u32)sum[i] + (__u32)vals[i]);
-        sum[i] = s;
-        vals[i] = s;
-    }
-}
-
-static __always_inline void payload_emit(const __s32 *sum, __s32 *vals)
-{
-#pragma unroll
-    for (int i = 0; i < XAGG_CHUNK_ELEMS; i++)
-        vals[i] = sum[i];
-}
-
-static __always_inline enum slot_verdict update_slot(struct xagg_slot *slot, __u32 job_id,
-                                                     __u32 round, __s32 exponent, __u64 bit,
-                                                     __u64 members, __s32 *vals, __u64 *seen_out)
-{
-    enum slot_verdict verdict;
-
     bpf_spin_lock(&slot->lock);
-    /* Serial-number order (RFC 1982): a round up to 2^31 - 1 ahead of the slot's is newer. */
-    if (slot->job_id != job_id || slot->seen == 0 || (__s32)(round - slot->round) > 0) {
-        /* First contribution of a newer round: claim the slot. Under the send rule that round is
-         * slot->round + 2 and every member has the old result; a larger jump only happens when
-         * whole rounds were lost or skipped, and then the old result is not wanted either. */
-        slot->job_id = job_id;
-        slot->round = round;
-        slot->exponent = exponent;
-        slot->seen = bit;
-        payload_store(slot->sum, vals);
-        /* In a one-worker job the first contribution is the sum, already in the packet. */
-        verdict = (bit & members) == members ? SLOT_COMPLETED : SLOT_ADDED;
-    } else if (slot->round != round) {
-        verdict = SLOT_STALE;
-    } else if (slot->exponent != exponent) {
-        verdict = SLOT_BAD_EXP;
-    } else if (slot->seen & bit) {
-        if ((slot->seen & members) == members) {
-            payload_emit(slot->sum, vals);
-            verdict = SLOT_RESEND;
-        } else {
-            verdict = SLOT_DUPLICATE;
-        }
-    } else {
-        slot->seen |= bit;
-        if ((slot->seen & members) == members) {
-            payload_add_and_emit(slot->sum, vals);
-            verdict = SLOT_COMPLETED;
-        } else {
-            payload_add(slot->sum, vals);
-            verdict = SLOT_ADDED;
-        }
-    }
-    *seen_out = slot->seen;
+    enum xagg_slot_verdict verdict =
+        xagg_slot_update(slot, job_id, round, exponent, bit, members, vals, seen_out);
     bpf_spin_unlock(&slot->lock);
     return verdict;
 }
@@ -223,17 +145,17 @@ int xagg_fastpath(struct xdp_md *ctx)
 
     __u64 seen = 0;
     switch (update_slot(slot, job_id, round, hdr->exponent, bit, job->members, vals, &seen)) {
-    case SLOT_ADDED: return count(XAGG_CNT_AGGREGATED, XDP_DROP);
-    case SLOT_DUPLICATE: return count(XAGG_CNT_DROP_DUPLICATE, XDP_DROP);
-    case SLOT_STALE: return count(XAGG_CNT_DROP_STALE_ROUND, XDP_DROP);
-    case SLOT_BAD_EXP: return count(XAGG_CNT_DROP_BAD_EXPONENT, XDP_DROP);
-    case SLOT_COMPLETED:
+    case XAGG_SLOT_ADDED: return count(XAGG_CNT_AGGREGATED, XDP_DROP);
+    case XAGG_SLOT_DUPLICATE: return count(XAGG_CNT_DROP_DUPLICATE, XDP_DROP);
+    case XAGG_SLOT_STALE: return count(XAGG_CNT_DROP_STALE_ROUND, XDP_DROP);
+    case XAGG_SLOT_BAD_EXP: return count(XAGG_CNT_DROP_BAD_EXPONENT, XDP_DROP);
+    case XAGG_SLOT_COMPLETED:
         fill_result_hdr(hdr, seen, 0);
         if (job->flags & XAGG_JOB_FANOUT) /* XDP cannot copy a frame: TC ingress does */
             return count(XAGG_CNT_COMPLETED_FANOUT, XDP_PASS);
         address_to_group(eth, ip, udp, job);
         return count(XAGG_CNT_COMPLETED, XDP_TX);
-    case SLOT_RESEND:
+    case XAGG_SLOT_RESEND:
         fill_result_hdr(hdr, seen, XAGG_F_RESENT);
         address_to_sender(eth, ip, udp);
         return count(XAGG_CNT_RESENT, XDP_TX);
