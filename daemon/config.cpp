@@ -55,6 +55,10 @@ std::unique_ptr<CLI::App> make_cli(Config &c)
             return std::string();
         })
         ->capture_default_str();
+    app->add_option("--host_ps_threads", c.host_ps_threads,
+                    "Threads of the host-side parameter server")
+        ->check(CLI::Range(1u, 64u))
+        ->capture_default_str();
     app->add_option("--log_level", c.log_level, "Log level")
         ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
         ->capture_default_str();

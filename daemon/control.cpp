@@ -224,11 +224,14 @@ json ControlApi::show_job(const json &r)
 json ControlApi::stats(const json &r)
 {
     allow_only(r, {});
-    json counters = json::object();
-    Counters c = datapath_.counters();
-    for (int i = 0; i < XAGG_CNT_MAX; i++)
-        counters[counter_name(static_cast<xagg_counter>(i))] = c[i];
-    return {{"counters", counters},
+    auto named = [](const Counters &c) {
+        json out = json::object();
+        for (int i = 0; i < XAGG_CNT_MAX; i++)
+            out[counter_name(static_cast<xagg_counter>(i))] = c[i];
+        return out;
+    };
+    return {{"counters", named(datapath_.counters())},
+            {"host_counters", named(datapath_.host_counters())},
             {"jobs", jobs_.jobs().size()},
             {"fast_path_chunks_capacity", jobs_.capacity_chunks()},
             {"fast_path_chunks_used", jobs_.used_chunks()},

@@ -22,6 +22,8 @@ public:
     virtual void delete_member(uint32_t job_id, uint32_t rank) = 0;
     virtual void clear_region(uint32_t base, uint32_t chunks) = 0;
     virtual Counters counters() const = 0;
+    // The host-side parameter server's outcomes, by the same names; zero where there is none.
+    virtual Counters host_counters() const { return {}; }
 };
 
 // Requests longer than this are refused without being parsed.

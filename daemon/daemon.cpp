@@ -22,6 +22,7 @@
 
 #include "control.hpp"
 #include "fastpath.hpp"
+#include "host_ps.hpp"
 #include "jobs.hpp"
 #include "netns.hpp"
 
@@ -64,6 +65,39 @@ public:
 
 private:
     FastPath &fp_;
+};
+
+// Every change goes to the fast path's maps and to the host-side parameter server.
+class BothPaths : public Datapath {
+public:
+    BothPaths(Datapath &fast, Datapath &host) : fast_(fast), host_(host) {}
+    void put_job(const Job &job) override
+    {
+        host_.put_job(job);
+        fast_.put_job(job);
+    }
+    void delete_job(uint32_t id) override
+    {
+        fast_.delete_job(id);
+        host_.delete_job(id);
+    }
+    void put_member(uint32_t id, const Member &m) override
+    {
+        host_.put_member(id, m);
+        fast_.put_member(id, m);
+    }
+    void delete_member(uint32_t id, uint32_t rank) override
+    {
+        fast_.delete_member(id, rank);
+        host_.delete_member(id, rank);
+    }
+    void clear_region(uint32_t base, uint32_t chunks) override { fast_.clear_region(base, chunks); }
+    Counters counters() const override { return fast_.counters(); }
+    Counters host_counters() const override { return host_.counters(); }
+
+private:
+    Datapath &fast_;
+    Datapath &host_;
 };
 
 // The job table on disk: written to a temporary file and renamed, so a crash mid-write leaves
@@ -170,17 +204,21 @@ public:
         in_addr group_base{};
         inet_pton(AF_INET, config_.group_base.c_str(), &group_base);
         JobTable jobs(config_.max_chunks, config_.max_jobs, group_base);
-        FastPathDatapath datapath(fp);
+        FastPathDatapath fast(fp);
+        HostPs host(config_.port, config_.interface, config_.host_ps_threads);
+        BothPaths datapath(fast, host);
         if (state.exists()) {
             jobs.load_json(state.read());
+            for (const auto &[id, job] : jobs.jobs())
+                host.put_job(job);  // members included
             if (!fp.reused_pinned_maps()) {
                 // The maps are new (e.g. after a reboot): write the jobs back into them. Sums in
                 // flight are lost; workers' retransmissions rebuild them.
                 for (const auto &[id, job] : jobs.jobs()) {
-                    datapath.clear_region(job.region_base, job.region_chunks);
-                    datapath.put_job(job);
+                    fast.clear_region(job.region_base, job.region_chunks);
+                    fast.put_job(job);
                     for (const auto &[rank, m] : job.members)
-                        datapath.put_member(id, m);
+                        fast.put_member(id, m);
                 }
             }
             spdlog::info("recovered {} jobs from {}{}", jobs.jobs().size(), state.path(),

@@ -69,13 +69,13 @@ protected:
         std::filesystem::remove_all(bpffs_);
     }
 
-    std::string write_config(const Topology &topo) const
+    std::string write_config(const Topology &topo, uint32_t max_chunks = 4096) const
     {
         std::string path = dir_ + "/xaggd.conf";
         std::ofstream(path) << "# written by the integration test\n"
                             << "interface = eth0\n"
                             << "netns = " << topo.agg() << "\n"
-                            << "max_chunks = 4096\n"
+                            << "max_chunks = " << max_chunks << "\n"
                             << "bpffs_dir = " << bpffs_ << "\n"
                             << "state_dir = " << dir_ << "/state\n"
                             << "control_socket = " << socket_ << "\n"
@@ -101,23 +101,26 @@ protected:
         return p;
     }
 
-    void create_and_join(unsigned workers, uint32_t chunks)
+    // Creates job kJob and joins every worker; returns the job as the API describes it.
+    json create_and_join(unsigned workers, uint32_t chunks, bool host_path = false)
     {
         json r = control(socket_, {{"op", "create_job"},
                                    {"id", kJob},
                                    {"workers", workers},
-                                   {"gradient_elems", chunks * 256}});
-        ASSERT_EQ(r["ok"], true) << r;
-        ASSERT_EQ(r["job"]["group"], "239.77.0.7") << r;
-        ASSERT_EQ(r["job"]["fast_path_chunks"], chunks) << r;
+                                   {"gradient_elems", chunks * 256},
+                                   {"host_path", host_path}});
+        EXPECT_EQ(r["ok"], true) << r;
+        EXPECT_EQ(r["job"]["group"], "239.77.0.7") << r;
+        json job = r["job"];
         for (unsigned rank = 0; rank < workers; rank++) {
             r = control(socket_, {{"op", "join"},
                                   {"job", kJob},
                                   {"rank", rank},
                                   {"addr", worker_addr(rank)},
                                   {"port", 9872}});
-            ASSERT_EQ(r["ok"], true) << r;
+            EXPECT_EQ(r["ok"], true) << r;
         }
+        return job;
     }
 
     std::vector<std::unique_ptr<Process>> start_workers(const Topology &topo, unsigned workers,
@@ -193,6 +196,40 @@ TEST_F(DaemonIntegration, JobCreatedOverTheApiGivesExactSums)
     EXPECT_EQ(link.find("xdp"), std::string::npos) << link;
     EXPECT_FALSE(std::filesystem::exists(bpffs_ + "/slots"));
     EXPECT_FALSE(std::filesystem::exists(socket_));
+}
+
+TEST_F(DaemonIntegration, HostPathJobGetsTheSameExactSums)
+{
+    constexpr unsigned kWorkers = 3;
+    constexpr uint32_t kChunks = 64, kRounds = 10;
+    Topology topo("h", kWorkers);
+    auto daemon = start_daemon(write_config(topo), "xaggd.log");
+    json job = create_and_join(kWorkers, kChunks, true);
+    EXPECT_EQ(job["fast_path_chunks"], 0) << job;
+    EXPECT_EQ(job["host_path_chunks"], kChunks) << job;
+    auto workers = start_workers(topo, kWorkers, kChunks, kRounds);
+    expect_all_exact(workers, uint64_t{kRounds} * kChunks);
+    json stats = control(socket_, {{"op", "stats"}});
+    EXPECT_EQ(stats["counters"]["completed"], 0) << stats;
+    EXPECT_GE(stats["counters"]["pass_host_job"], kRounds * kChunks * kWorkers) << stats;
+    EXPECT_EQ(stats["host_counters"]["completed"], kRounds * kChunks) << stats;
+    EXPECT_EQ(stats["host_counters"]["aggregated"], kRounds * kChunks * (kWorkers - 1)) << stats;
+}
+
+TEST_F(DaemonIntegration, JobLargerThanItsFastPathShareIsSplitAndExact)
+{
+    constexpr unsigned kWorkers = 3;
+    constexpr uint32_t kChunks = 128, kFast = 48, kRounds = 10;
+    Topology topo("s", kWorkers);
+    auto daemon = start_daemon(write_config(topo, kFast), "xaggd.log");
+    json job = create_and_join(kWorkers, kChunks);
+    EXPECT_EQ(job["fast_path_chunks"], kFast) << job;
+    EXPECT_EQ(job["host_path_chunks"], kChunks - kFast) << job;
+    auto workers = start_workers(topo, kWorkers, kChunks, kRounds);
+    expect_all_exact(workers, uint64_t{kRounds} * kChunks);
+    json stats = control(socket_, {{"op", "stats"}});
+    EXPECT_EQ(stats["counters"]["completed"], kRounds * kFast) << stats;
+    EXPECT_EQ(stats["host_counters"]["completed"], kRounds * (kChunks - kFast)) << stats;
 }
 
 TEST_F(DaemonIntegration, KilledDaemonIsRestartedAndTheJobCompletesExactly)

@@ -1,0 +1,277 @@
+// SPDX-License-Identifier: MIT
+#include "host_ps.hpp"
+
+#include <arpa/inet.h>
+#include <endian.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+
+#include "xagg/slot.h"
+#include "xagg/wire.hpp"
+
+namespace xagg::daemon {
+namespace {
+
+static_assert(__BYTE_ORDER == __LITTLE_ENDIAN,
+              "the payload is little-endian and is summed in place: port the copy loops first");
+
+constexpr unsigned kBatch = 64;
+constexpr size_t kMaxDatagram = 2048;
+
+int bind_socket(uint16_t port, unsigned ifindex)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        throw std::system_error(errno, std::generic_category(), "host PS socket");
+    int one = 1, buf = 16 << 20;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof(buf));
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof(buf));
+    ip_mreqn mif{};
+    mif.imr_ifindex = static_cast<int>(ifindex);
+    setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &mif, sizeof(mif));
+    unsigned char loop = 0;
+    setsockopt(fd, IPPROTO_IP, IP_MULTICAST_LOOP, &loop, sizeof(loop));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    if (bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) != 0) {
+        int err = errno;
+        close(fd);
+        throw std::system_error(err, std::generic_category(),
+                                "binding the host PS to UDP port " + std::to_string(port));
+    }
+    return fd;
+}
+
+// The outcome counter of a datagram that is not a well-formed contribution, or XAGG_CNT_MAX.
+enum xagg_counter malformed(const uint8_t *d, size_t len)
+{
+    if (len < sizeof(xagg_hdr))
+        return XAGG_CNT_DROP_TRUNCATED;
+    xagg_hdr h;
+    std::memcpy(&h, d, sizeof(h));
+    if (be32toh(h.magic) != XAGG_MAGIC)
+        return XAGG_CNT_DROP_BAD_MAGIC;
+    if (h.version != XAGG_VERSION)
+        return XAGG_CNT_DROP_BAD_VERSION;
+    if (be16toh(h.nelem) != XAGG_CHUNK_ELEMS || len != wire::kDatagramBytes)
+        return XAGG_CNT_DROP_BAD_LENGTH;
+    if (h.flags & ~XAGG_F_WORKER_MASK)
+        return XAGG_CNT_DROP_BAD_FLAGS;
+    return XAGG_CNT_MAX;
+}
+
+struct Outgoing {
+    uint8_t data[wire::kDatagramBytes];
+    sockaddr_in to;
+};
+
+}  // namespace
+
+HostPs::HostPs(uint16_t port, const std::string &ifname, unsigned threads) : port_(port)
+{
+    ifindex_ = if_nametoindex(ifname.c_str());
+    if (ifindex_ == 0)
+        throw std::system_error(errno, std::generic_category(), "interface " + ifname);
+    for (unsigned i = 0; i < threads; i++)
+        fds_.push_back(bind_socket(port, ifindex_));
+    for (int fd : fds_)
+        threads_.emplace_back([this, fd] { serve(fd); });
+    spdlog::info("host parameter server on UDP port {} with {} threads", port, threads);
+}
+
+HostPs::~HostPs()
+{
+    stop_ = true;
+    for (auto &t : threads_)
+        t.join();
+    for (int fd : fds_)
+        close(fd);
+}
+
+std::shared_ptr<const HostPs::Jobs> HostPs::jobs() const
+{
+    std::lock_guard g(jobs_lock_);
+    return jobs_;
+}
+
+// Jobs are read per batch by the serving threads: each change publishes a new snapshot.
+void HostPs::publish(const std::function<void(Jobs &)> &edit)
+{
+    std::lock_guard g(jobs_lock_);
+    auto next = std::make_shared<Jobs>(*jobs_);
+    edit(*next);
+    jobs_ = std::move(next);
+}
+
+void HostPs::put_job(const Job &job)
+{
+    publish([&](Jobs &j) {
+        auto members = j.count(job.id) ? j[job.id].members : job.members;
+        j[job.id] = job;
+        j[job.id].members = members;
+    });
+}
+
+void HostPs::delete_job(uint32_t job_id)
+{
+    publish([&](Jobs &j) { j.erase(job_id); });
+    // A job id can be reused: nothing of the old job's sums may leak into the new one.
+    for (auto &shard : shards_) {
+        std::lock_guard g(shard.lock);
+        std::erase_if(shard.slots, [&](const auto &kv) { return (kv.first >> 32) == job_id; });
+    }
+}
+
+void HostPs::put_member(uint32_t job_id, const Member &member)
+{
+    publish([&](Jobs &j) {
+        if (j.count(job_id))
+            j[job_id].members[member.rank] = member;
+    });
+}
+
+void HostPs::delete_member(uint32_t job_id, uint32_t rank)
+{
+    publish([&](Jobs &j) {
+        if (j.count(job_id))
+            j[job_id].members.erase(rank);
+    });
+}
+
+Counters HostPs::counters() const
+{
+    Counters c{};
+    for (int i = 0; i < XAGG_CNT_MAX; i++)
+        c[i] = counters_[i].load();
+    return c;
+}
+
+void HostPs::serve(int fd)
+{
+    static thread_local uint8_t in[kBatch][kMaxDatagram];
+    std::vector<Outgoing> out;
+    out.reserve(kBatch * 4);
+    while (!stop_) {
+        pollfd p{fd, POLLIN, 0};
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        mmsghdr msgs[kBatch]{};
+        iovec iov[kBatch];
+        sockaddr_in from[kBatch];
+        for (unsigned i = 0; i < kBatch; i++) {
+            iov[i] = {in[i], kMaxDatagram};
+            msgs[i].msg_hdr.msg_iov = &iov[i];
+            msgs[i].msg_hdr.msg_iovlen = 1;
+            msgs[i].msg_hdr.msg_name = &from[i];
+            msgs[i].msg_hdr.msg_namelen = sizeof(from[i]);
+        }
+        int n = recvmmsg(fd, msgs, kBatch, MSG_DONTWAIT, nullptr);
+        if (n <= 0)
+            continue;
+        auto jobs_now = jobs();
+        out.clear();
+        for (int i = 0; i < n; i++) {
+            const uint8_t *d = in[i];
+            size_t len = msgs[i].msg_len;
+            if (enum xagg_counter bad = malformed(d, len); bad != XAGG_CNT_MAX) {
+                count(bad);
+                continue;
+            }
+            xagg_hdr h;
+            std::memcpy(&h, d, sizeof(h));
+            uint32_t job_id = be32toh(h.job_id), rank = be16toh(h.rank);
+            auto job_it = jobs_now->find(job_id);
+            if (job_it == jobs_now->end()) {
+                count(XAGG_CNT_DROP_UNKNOWN_JOB);
+                continue;
+            }
+            const Job &job = job_it->second;
+            auto m = job.members.find(rank);
+            if (m == job.members.end() || m->second.addr.s_addr != from[i].sin_addr.s_addr ||
+                htons(m->second.port) != from[i].sin_port) {
+                count(XAGG_CNT_DROP_NOT_MEMBER);
+                continue;
+            }
+            uint32_t chunk = be32toh(h.chunk), round = be32toh(h.round);
+            int32_t vals[XAGG_CHUNK_ELEMS];
+            std::memcpy(vals, d + sizeof(h), sizeof(vals));
+            __u64 seen = 0;
+            enum xagg_slot_verdict verdict;
+            {
+                Shard &shard = shards_[chunk % kShards];
+                std::lock_guard g(shard.lock);
+                auto &pair = shard.slots[uint64_t{job_id} << 32 | chunk];
+                verdict = xagg_slot_update(&pair[round & 1], job_id, round, h.exponent,
+                                           1ull << rank, job.member_bitmap(), vals, &seen);
+            }
+            auto reply = [&](const sockaddr_in &to, uint8_t extra_flags) {
+                Outgoing &o = out.emplace_back();
+                xagg_hdr r = h;
+                r.flags = XAGG_F_RESULT | XAGG_F_FALLBACK | extra_flags;
+                r.rank = htobe16(XAGG_RANK_AGGREGATOR);
+                r.contrib = htobe64(seen);
+                std::memcpy(o.data, &r, sizeof(r));
+                std::memcpy(o.data + sizeof(r), vals, sizeof(vals));
+                o.to = to;
+            };
+            switch (verdict) {
+            case XAGG_SLOT_ADDED: count(XAGG_CNT_AGGREGATED); break;
+            case XAGG_SLOT_DUPLICATE: count(XAGG_CNT_DROP_DUPLICATE); break;
+            case XAGG_SLOT_STALE: count(XAGG_CNT_DROP_STALE_ROUND); break;
+            case XAGG_SLOT_BAD_EXP: count(XAGG_CNT_DROP_BAD_EXPONENT); break;
+            case XAGG_SLOT_RESEND:
+                count(XAGG_CNT_RESENT);
+                reply(from[i], XAGG_F_RESENT);
+                break;
+            case XAGG_SLOT_COMPLETED:
+                if (job.fanout) {
+                    count(XAGG_CNT_COMPLETED_FANOUT);
+                    for (const auto &[r, member] : job.members) {
+                        sockaddr_in to{};
+                        to.sin_family = AF_INET;
+                        to.sin_addr = member.addr;
+                        to.sin_port = htons(member.port);
+                        reply(to, 0);
+                        count(XAGG_CNT_FANOUT_COPIES);
+                    }
+                } else {
+                    count(XAGG_CNT_COMPLETED);
+                    sockaddr_in to{};
+                    to.sin_family = AF_INET;
+                    to.sin_addr = job.group;
+                    to.sin_port = htons(job.group_port);
+                    reply(to, 0);
+                }
+                break;
+            }
+        }
+        // Batched sends; a full buffer is loss the workers' retransmission recovers.
+        for (size_t sent = 0; sent < out.size();) {
+            mmsghdr omsgs[kBatch]{};
+            iovec oiov[kBatch];
+            unsigned k = 0;
+            for (; k < kBatch && sent + k < out.size(); k++) {
+                Outgoing &o = out[sent + k];
+                oiov[k] = {o.data, sizeof(o.data)};
+                omsgs[k].msg_hdr.msg_iov = &oiov[k];
+                omsgs[k].msg_hdr.msg_iovlen = 1;
+                omsgs[k].msg_hdr.msg_name = &o.to;
+                omsgs[k].msg_hdr.msg_namelen = sizeof(o.to);
+            }
+            int s = sendmmsg(fd, omsgs, k, 0);
+            sent += s > 0 ? static_cast<size_t>(s) : k;
+        }
+    }
+}
+
+}  // namespace xagg::daemon
