@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/signalfd.h>
+#include <systemd/sd-daemon.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -227,13 +228,24 @@ public:
         ControlApi api(jobs, datapath, config_.port, [&] { state.write(jobs.to_json()); });
         int lfd = listen_unix(config_.control_socket, config_.control_socket_mode);
         spdlog::info("control API on {}", config_.control_socket);
+        // systemd (Type=notify): ready once attached and serving; the watchdog is fed from
+        // the main loop, so a hung loop gets the daemon restarted. Outside systemd these are
+        // no-ops.
+        sd_notifyf(0, "READY=1\nSTATUS=attached to %s, %zu jobs", config_.interface.c_str(),
+                   jobs.jobs().size());
+        uint64_t watchdog_usec = 0;
+        int poll_ms = sd_watchdog_enabled(0, &watchdog_usec) > 0
+                          ? static_cast<int>(watchdog_usec / 2000)
+                          : -1;
 
         bool stop = false;
         while (!stop) {
             std::vector<pollfd> fds{{sfd, POLLIN, 0}, {lfd, POLLIN, 0}};
             for (const auto &c : clients_)
                 fds.push_back({c.fd, POLLIN, 0});
-            if (poll(fds.data(), fds.size(), -1) < 0) {
+            if (poll_ms >= 0)
+                sd_notify(0, "WATCHDOG=1");
+            if (poll(fds.data(), fds.size(), poll_ms) < 0) {
                 if (errno == EINTR)
                     continue;
                 fail_errno("poll");
@@ -248,6 +260,7 @@ public:
             std::erase_if(clients_, [](const Client &c) { return c.fd < 0; });
         }
 
+        sd_notify(0, "STOPPING=1");
         for (auto &c : clients_)
             close(c.fd);
         close(lfd);

@@ -50,6 +50,44 @@ json control(const std::string &socket_path, const json &request)
     return json::parse(reply);
 }
 
+// Stands in for systemd's notification socket (NOTIFY_SOCKET) to see what xaggd reports.
+class NotifySocket {
+public:
+    explicit NotifySocket(const std::string &path) : path_(path)
+    {
+        fd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        sockaddr_un addr{};
+        addr.sun_family = AF_UNIX;
+        std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+        unlink(path.c_str());
+        if (bind(fd_, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) != 0)
+            throw std::runtime_error("cannot bind " + path);
+        timeval tv{0, 200000};
+        setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    }
+    ~NotifySocket()
+    {
+        close(fd_);
+        unlink(path_.c_str());
+    }
+    // Everything received until `want` shows up or a few seconds pass.
+    std::string wait_for(const std::string &want)
+    {
+        for (int i = 0; i < 25 && received_.find(want) == std::string::npos; i++) {
+            char buf[1024];
+            ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+            if (n > 0)
+                received_.append(buf, static_cast<size_t>(n)).append("\n");
+        }
+        return received_;
+    }
+
+private:
+    std::string path_;
+    int fd_;
+    std::string received_;
+};
+
 class DaemonIntegration : public ::testing::Test {
 protected:
     void SetUp() override
@@ -179,7 +217,11 @@ TEST_F(DaemonIntegration, JobCreatedOverTheApiGivesExactSums)
     constexpr unsigned kWorkers = 3;
     constexpr uint32_t kChunks = 128, kRounds = 10;
     Topology topo("d", kWorkers);
+    NotifySocket notify(dir_ + "/notify");
+    setenv("NOTIFY_SOCKET", (dir_ + "/notify").c_str(), 1);
     auto daemon = start_daemon(write_config(topo), "xaggd.log");
+    unsetenv("NOTIFY_SOCKET");
+    EXPECT_NE(notify.wait_for("READY=1").find("READY=1"), std::string::npos);
     create_and_join(kWorkers, kChunks);
     auto workers = start_workers(topo, kWorkers, kChunks, kRounds);
     expect_all_exact(workers, uint64_t{kRounds} * kChunks);
@@ -192,6 +234,7 @@ TEST_F(DaemonIntegration, JobCreatedOverTheApiGivesExactSums)
     // A clean stop: no program attached, no pins, no socket left behind.
     daemon->signal(SIGTERM);
     ASSERT_EQ(daemon->wait(10s), 0) << daemon->output();
+    EXPECT_NE(notify.wait_for("STOPPING=1").find("STOPPING=1"), std::string::npos);
     std::string link = run_command("ip -n " + topo.agg() + " link show eth0");
     EXPECT_EQ(link.find("xdp"), std::string::npos) << link;
     EXPECT_FALSE(std::filesystem::exists(bpffs_ + "/slots"));
