@@ -55,6 +55,19 @@ std::unique_ptr<CLI::App> make_cli(Config &c)
             return std::string();
         })
         ->capture_default_str();
+    app->add_option("--metrics_address", c.metrics_address,
+                    "HOST:PORT of the Prometheus /metrics endpoint; empty turns it off")
+        ->check([](const std::string &v) {
+            size_t colon = v.rfind(':');
+            if (v.empty())
+                return std::string();
+            if (colon == std::string::npos || colon + 1 == v.size() ||
+                v.find_first_not_of("0123456789", colon + 1) != std::string::npos ||
+                std::stoul(v.substr(colon + 1)) > 65535)
+                return std::string("must be HOST:PORT");
+            return std::string();
+        })
+        ->capture_default_str();
     app->add_option("--host_ps_threads", c.host_ps_threads,
                     "Threads of the host-side parameter server")
         ->check(CLI::Range(1u, 64u))

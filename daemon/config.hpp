@@ -23,12 +23,13 @@ struct Config {
     std::string bpffs_dir = "/sys/fs/bpf/xagg";  // where maps are pinned
     std::string state_dir = "/var/lib/xagg";     // job table kept across restarts
     std::string control_socket = "/run/xagg/xaggd.sock";
-    std::string control_socket_mode = "0660";  // octal file mode of the socket
-    std::string group_base = "239.77.0.0";     // job N's results go to group_base + N
-    unsigned host_ps_threads = 2;              // threads of the host-side parameter server
-    std::string log_level = "info";            // trace | debug | info | warn | error
-    std::string netns;                         // `ip netns` namespace to run in (tests, demos)
-    std::string config_file;                   // the file these came from, if any
+    std::string control_socket_mode = "0660";        // octal file mode of the socket
+    std::string group_base = "239.77.0.0";           // job N's results go to group_base + N
+    std::string metrics_address = "127.0.0.1:9873";  // Prometheus /metrics; empty: off
+    unsigned host_ps_threads = 2;                    // threads of the host-side parameter server
+    std::string log_level = "info";                  // trace | debug | info | warn | error
+    std::string netns;        // `ip netns` namespace to run in (tests, demos)
+    std::string config_file;  // the file these came from, if any
 };
 
 // The CLI11 application that parses into `config`. Shared by the daemon and `config check`.

@@ -16,7 +16,9 @@
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cstring>
+#include <chrono>
 #include <filesystem>
+#include <mutex>
 #include <fstream>
 #include <system_error>
 #include <vector>
@@ -25,6 +27,7 @@
 #include "fastpath.hpp"
 #include "host_ps.hpp"
 #include "jobs.hpp"
+#include "metrics.hpp"
 #include "netns.hpp"
 
 namespace xagg::daemon {
@@ -226,6 +229,25 @@ public:
                          fp.reused_pinned_maps() ? " with their pinned maps" : "");
         }
         ControlApi api(jobs, datapath, config_.port, [&] { state.write(jobs.to_json()); });
+        const auto started = std::chrono::steady_clock::now();
+        std::unique_ptr<MetricsServer> metrics;
+        if (!config_.metrics_address.empty())
+            metrics = std::make_unique<MetricsServer>(config_.metrics_address, [&] {
+                std::lock_guard g(state_lock_);  // the job table belongs to the main loop
+                MetricsSnapshot m;
+                m.fast = datapath.counters();
+                m.host = datapath.host_counters();
+                for (const auto &[id, job] : jobs.jobs())
+                    m.jobs.push_back(job);
+                m.capacity_chunks = jobs.capacity_chunks();
+                m.used_chunks = jobs.used_chunks();
+                m.api_requests = api.requests();
+                m.api_errors = api.errors();
+                m.uptime_seconds =
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
+                        .count();
+                return m;
+            });
         int lfd = listen_unix(config_.control_socket, config_.control_socket_mode);
         spdlog::info("control API on {}", config_.control_socket);
         // systemd (Type=notify): ready once attached and serving; the watchdog is fed from
@@ -341,14 +363,22 @@ private:
             c->in.append(buf, static_cast<size_t>(n));
         size_t nl;
         while ((nl = c->in.find('\n')) != std::string::npos) {
-            std::string reply = api.handle_line(c->in.substr(0, nl)) + "\n";
+            std::string reply;
+            {
+                std::lock_guard g(state_lock_);
+                reply = api.handle_line(c->in.substr(0, nl)) + "\n";
+            }
             c->in.erase(0, nl + 1);
             // Replies are small; a client that does not read them is dropped.
             if (write(fd, reply.data(), reply.size()) != static_cast<ssize_t>(reply.size()))
                 n = 0;
         }
         if (c->in.size() > kMaxRequestBytes) {
-            std::string reply = api.handle_line(c->in) + "\n";
+            std::string reply;
+            {
+                std::lock_guard g(state_lock_);
+                reply = api.handle_line(c->in) + "\n";
+            }
             (void)!write(fd, reply.data(), reply.size());
             n = 0;
         }
@@ -360,6 +390,7 @@ private:
 
     Config config_;
     std::vector<Client> clients_;
+    std::mutex state_lock_;  // the job table and API counters, shared with metrics scrapes
 };
 
 }  // namespace

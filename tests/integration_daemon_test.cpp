@@ -2,6 +2,7 @@
 // xaggd as a real process in the aggregator namespace: jobs created and joined over its control
 // socket, workers aggregating through it, and a kill -9 mid-job that the job survives.
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -87,6 +88,28 @@ private:
     int fd_;
     std::string received_;
 };
+
+// GET /metrics from xaggd's default address, inside its namespace.
+std::string scrape(const Topology &topo)
+{
+    std::string body;
+    Topology::in_netns(topo.agg(), [&] {
+        httplib::Client client("127.0.0.1", 9873);
+        auto res = client.Get("/metrics");
+        if (!res || res->status != 200)
+            throw std::runtime_error("scraping /metrics failed");
+        body = res->body;
+    });
+    return body;
+}
+
+uint64_t sample(const std::string &metrics, const std::string &series)
+{
+    size_t at = metrics.find("\n" + series + " ");
+    if (at == std::string::npos)
+        throw std::runtime_error("no sample " + series);
+    return std::stoull(metrics.substr(at + series.size() + 2));
+}
 
 class DaemonIntegration : public ::testing::Test {
 protected:
@@ -223,6 +246,9 @@ TEST_F(DaemonIntegration, JobCreatedOverTheApiGivesExactSums)
     unsetenv("NOTIFY_SOCKET");
     EXPECT_NE(notify.wait_for("READY=1").find("READY=1"), std::string::npos);
     create_and_join(kWorkers, kChunks);
+    std::string before = scrape(topo);
+    EXPECT_EQ(sample(before, "xagg_chunks_completed_total{path=\"fast\"}"), 0u) << before;
+    EXPECT_EQ(sample(before, "xagg_job_members{job=\"7\"}"), kWorkers) << before;
     auto workers = start_workers(topo, kWorkers, kChunks, kRounds);
     expect_all_exact(workers, uint64_t{kRounds} * kChunks);
 
@@ -230,6 +256,15 @@ TEST_F(DaemonIntegration, JobCreatedOverTheApiGivesExactSums)
     EXPECT_EQ(stats["counters"]["completed"], kRounds * kChunks) << stats;
     EXPECT_EQ(stats["counters"]["aggregated"], kRounds * kChunks * (kWorkers - 1)) << stats;
     EXPECT_EQ(stats["jobs"], 1);
+    std::string after = scrape(topo);
+    EXPECT_EQ(sample(after, "xagg_chunks_completed_total{path=\"fast\"}"), kRounds * kChunks);
+    EXPECT_EQ(sample(after, "xagg_aggregated_bytes_total{path=\"fast\"}"),
+              uint64_t{kRounds} * kChunks * kWorkers * 1024);
+    // What xaggd really serves passes Prometheus's own checker.
+    std::string file = dir_ + "/scraped.txt";
+    std::ofstream(file) << after;
+    EXPECT_NE(run_command("promtool check metrics < " + file + "; echo rc=$?").find("rc=0"),
+              std::string::npos);
 
     // A clean stop: no program attached, no pins, no socket left behind.
     daemon->signal(SIGTERM);

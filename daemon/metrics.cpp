@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: MIT
+#include "metrics.hpp"
+
+#include <httplib.h>
+#include <spdlog/spdlog.h>
+
+#include <sstream>
+#include <stdexcept>
+
+namespace xagg::daemon {
+namespace {
+
+// One metric family: HELP and TYPE once, then its samples.
+class Family {
+public:
+    Family(std::ostringstream &out, const char *name, const char *type, const char *help)
+        : out_(out), name_(name)
+    {
+        out_ << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
+    }
+    Family &sample(const std::string &labels, double value)
+    {
+        out_ << name_ << (labels.empty() ? "" : "{" + labels + "}") << " " << value << "\n";
+        return *this;
+    }
+    Family &sample(const std::string &labels, uint64_t value)
+    {
+        out_ << name_ << (labels.empty() ? "" : "{" + labels + "}") << " " << value << "\n";
+        return *this;
+    }
+
+private:
+    std::ostringstream &out_;
+    const char *name_;
+};
+
+uint64_t contributions(const Counters &c)
+{
+    return c[XAGG_CNT_AGGREGATED] + c[XAGG_CNT_COMPLETED] + c[XAGG_CNT_COMPLETED_FANOUT];
+}
+
+uint64_t completions(const Counters &c)
+{
+    return c[XAGG_CNT_COMPLETED] + c[XAGG_CNT_COMPLETED_FANOUT];
+}
+
+}  // namespace
+
+std::string render_metrics(const MetricsSnapshot &s)
+{
+    std::ostringstream out;
+    {
+        Family f(out, "xagg_packets_total", "counter",
+                 "Packets by path (fast: XDP, host: parameter server) and outcome.");
+        for (const auto &[path, c] : {std::pair{"fast", &s.fast}, std::pair{"host", &s.host}})
+            for (int i = 0; i <= XAGG_CNT_COMPLETED_FANOUT; i++)
+                f.sample(std::string("path=\"") + path + "\",outcome=\"" +
+                             counter_name(static_cast<xagg_counter>(i)) + "\"",
+                         (*c)[i]);
+    }
+    Family(out, "xagg_fanout_copies_total", "counter",
+           "Unicast copies of results sent by the fan-out delivery.")
+        .sample("path=\"fast\"", s.fast[XAGG_CNT_FANOUT_COPIES])
+        .sample("path=\"host\"", s.host[XAGG_CNT_FANOUT_COPIES]);
+    Family(out, "xagg_fanout_failed_total", "counter",
+           "Unicast copies of results that could not be made.")
+        .sample("path=\"fast\"", s.fast[XAGG_CNT_FANOUT_FAILED])
+        .sample("path=\"host\"", s.host[XAGG_CNT_FANOUT_FAILED]);
+    Family(out, "xagg_aggregated_bytes_total", "counter",
+           "Gradient bytes added into sums (1 KiB per contribution).")
+        .sample("path=\"fast\"", contributions(s.fast) * XAGG_CHUNK_BYTES)
+        .sample("path=\"host\"", contributions(s.host) * XAGG_CHUNK_BYTES);
+    Family(out, "xagg_chunks_completed_total", "counter",
+           "Chunk-rounds whose sum was completed and sent.")
+        .sample("path=\"fast\"", completions(s.fast))
+        .sample("path=\"host\"", completions(s.host));
+    Family(out, "xagg_jobs", "gauge", "Jobs registered.").sample("", uint64_t{s.jobs.size()});
+    {
+        Family f(out, "xagg_job_members", "gauge", "Members joined, per job.");
+        for (const auto &j : s.jobs)
+            f.sample("job=\"" + std::to_string(j.id) + "\"", uint64_t{j.members.size()});
+    }
+    {
+        Family f(out, "xagg_job_workers", "gauge", "Workers a job was created for.");
+        for (const auto &j : s.jobs)
+            f.sample("job=\"" + std::to_string(j.id) + "\"", uint64_t{j.workers});
+    }
+    {
+        Family f(out, "xagg_job_chunks", "gauge",
+                 "Chunks of a job's gradient, by the path that serves them.");
+        for (const auto &j : s.jobs) {
+            std::string job = "job=\"" + std::to_string(j.id) + "\"";
+            f.sample(job + ",path=\"fast\"", uint64_t{j.region_chunks});
+            f.sample(job + ",path=\"host\"", uint64_t{j.chunks - j.region_chunks});
+        }
+    }
+    uint64_t slot_bytes = 2 * sizeof(xagg_slot);
+    Family(out, "xagg_fastpath_memory_bytes", "gauge",
+           "Fast-path map memory for chunk slots: capacity, and assigned to jobs.")
+        .sample("state=\"capacity\"", uint64_t{s.capacity_chunks} * slot_bytes)
+        .sample("state=\"used\"", uint64_t{s.used_chunks} * slot_bytes);
+    Family(out, "xagg_api_requests_total", "counter", "Control API requests.")
+        .sample("", s.api_requests);
+    Family(out, "xagg_api_request_errors_total", "counter", "Control API requests refused.")
+        .sample("", s.api_errors);
+    Family(out, "xagg_uptime_seconds", "gauge", "Seconds since xaggd started.")
+        .sample("", s.uptime_seconds);
+    return out.str();
+}
+
+MetricsServer::MetricsServer(const std::string &address, std::function<MetricsSnapshot()> snapshot)
+    : server_(std::make_unique<httplib::Server>())
+{
+    size_t colon = address.rfind(':');
+    if (colon == std::string::npos)
+        throw std::invalid_argument("metrics_address must be HOST:PORT, not " + address);
+    std::string host = address.substr(0, colon);
+    int port = std::stoi(address.substr(colon + 1));
+    server_->Get("/metrics", [snapshot](const httplib::Request &, httplib::Response &res) {
+        res.set_content(render_metrics(snapshot()), "text/plain; version=0.0.4; charset=utf-8");
+    });
+    if (!server_->bind_to_port(host.c_str(), port))
+        throw std::runtime_error("cannot listen for metrics on " + address);
+    thread_ = std::thread([this] { server_->listen_after_bind(); });
+    spdlog::info("metrics on http://{}/metrics", address);
+}
+
+MetricsServer::~MetricsServer()
+{
+    server_->stop();
+    thread_.join();
+}
+
+}  // namespace xagg::daemon

@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: MIT
+// Prometheus metrics: the exposition text (a pure function of a snapshot, unit-tested with
+// promtool) and the HTTP endpoint that serves it. Debian ships no C++ Prometheus client, so the
+// text format (small, stable, documented by Prometheus) is written here and checked by promtool.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fastpath.hpp"
+#include "jobs.hpp"
+
+namespace httplib {
+class Server;
+}
+
+namespace xagg::daemon {
+
+struct MetricsSnapshot {
+    Counters fast{};
+    Counters host{};
+    std::vector<Job> jobs;
+    uint32_t capacity_chunks = 0;
+    uint32_t used_chunks = 0;
+    uint64_t api_requests = 0;
+    uint64_t api_errors = 0;
+    double uptime_seconds = 0;
+};
+
+std::string render_metrics(const MetricsSnapshot &s);
+
+// Serves GET /metrics on host:port from a thread of its own; `snapshot` is called per scrape.
+class MetricsServer {
+public:
+    MetricsServer(const std::string &address, std::function<MetricsSnapshot()> snapshot);
+    ~MetricsServer();
+    MetricsServer(const MetricsServer &) = delete;
+    MetricsServer &operator=(const MetricsServer &) = delete;
+
+private:
+    std::unique_ptr<httplib::Server> server_;
+    std::thread thread_;
+};
+
+}  // namespace xagg::daemon
