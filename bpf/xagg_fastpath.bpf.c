@@ -49,9 +49,10 @@ static __always_inline enum xagg_slot_verdict update_slot(struct xagg_slot *slot
                                                           __u64 members, __s32 *vals,
                                                           __u64 *seen_out)
 {
+    __u64 now = bpf_ktime_get_ns(); /* no helper may be called under the lock */
     bpf_spin_lock(&slot->lock);
     enum xagg_slot_verdict verdict =
-        xagg_slot_update(slot, job_id, round, exponent, bit, members, vals, seen_out);
+        xagg_slot_update(slot, now, job_id, round, exponent, bit, members, vals, seen_out);
     bpf_spin_unlock(&slot->lock);
     return verdict;
 }

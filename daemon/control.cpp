@@ -72,9 +72,37 @@ json job_json(const JobTable &jobs, uint32_t id)
 }  // namespace
 
 ControlApi::ControlApi(JobTable &jobs, Datapath &datapath, uint16_t xagg_port,
-                       std::function<void()> on_change)
-    : jobs_(jobs), datapath_(datapath), xagg_port_(xagg_port), on_change_(std::move(on_change))
+                       std::function<void()> on_change, StragglerWatch *stragglers)
+    : jobs_(jobs),
+      datapath_(datapath),
+      xagg_port_(xagg_port),
+      on_change_(std::move(on_change)),
+      stragglers_(stragglers)
 {
+}
+
+// A job as the API shows it: the table's view plus its straggler events.
+json ControlApi::describe(uint32_t job_id) const
+{
+    json j = job_json(jobs_, job_id);
+    json events = json::array();
+    uint64_t total = 0;
+    if (stragglers_) {
+        for (const auto &e : stragglers_->recent(job_id)) {
+            json missing = json::array();
+            for (uint32_t r = 0; r < XAGG_MAX_WORKERS; r++)
+                if (e.missing >> r & 1)
+                    missing.push_back(r);
+            events.push_back({{"chunk", e.chunk},
+                              {"round", e.round},
+                              {"missing_ranks", missing},
+                              {"waited_ms", e.waited_ms}});
+        }
+        total = stragglers_->total(job_id);
+    }
+    j["straggler_events"] = events;
+    j["straggler_events_total"] = total;
+    return j;
 }
 
 std::string ControlApi::handle_line(const std::string &line)
@@ -161,7 +189,7 @@ json ControlApi::create_job(const json &r)
         jobs_.remove(job.id);
         throw;
     }
-    return {{"job", job_json(jobs_, job.id)}};
+    return {{"job", describe(job.id)}};
 }
 
 json ControlApi::delete_job(const json &r)
@@ -176,6 +204,8 @@ json ControlApi::delete_job(const json &r)
     for (const auto &[rank, m] : job->members)
         datapath_.delete_member(id, rank);
     jobs_.remove(id);
+    if (stragglers_)
+        stragglers_->forget(id);
     return json::object();
 }
 
@@ -196,7 +226,7 @@ json ControlApi::join(const json &r)
         jobs_.leave(id, rank);
         throw;
     }
-    return {{"job", job_json(jobs_, id)}, {"aggregator", {{"port", xagg_port_}}}};
+    return {{"job", describe(id)}, {"aggregator", {{"port", xagg_port_}}}};
 }
 
 json ControlApi::leave(const json &r)
@@ -218,7 +248,7 @@ json ControlApi::list_jobs(const json &r)
 json ControlApi::show_job(const json &r)
 {
     allow_only(r, {"job"});
-    return {{"job", job_json(jobs_, static_cast<uint32_t>(number(r, "job", 0xffff)))}};
+    return {{"job", describe(static_cast<uint32_t>(number(r, "job", 0xffff)))}};
 }
 
 json ControlApi::stats(const json &r)

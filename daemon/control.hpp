@@ -9,6 +9,7 @@
 
 #include "fastpath.hpp"
 #include "jobs.hpp"
+#include "stragglers.hpp"
 
 namespace xagg::daemon {
 
@@ -33,7 +34,7 @@ class ControlApi {
 public:
     // `on_change` runs after every request that changed the job table (to persist it).
     ControlApi(JobTable &jobs, Datapath &datapath, uint16_t xagg_port,
-               std::function<void()> on_change);
+               std::function<void()> on_change, StragglerWatch *stragglers = nullptr);
 
     // One request line in, one response line out (without the newline).
     std::string handle_line(const std::string &line);
@@ -50,11 +51,13 @@ private:
     nlohmann::json list_jobs(const nlohmann::json &r);
     nlohmann::json show_job(const nlohmann::json &r);
     nlohmann::json stats(const nlohmann::json &r);
+    nlohmann::json describe(uint32_t job_id) const;
 
     JobTable &jobs_;
     Datapath &datapath_;
     uint16_t xagg_port_;
     std::function<void()> on_change_;
+    StragglerWatch *stragglers_;
     uint64_t requests_ = 0, errors_ = 0;
 };
 

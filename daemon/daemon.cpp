@@ -14,7 +14,9 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
+#include <ctime>
 #include <cstring>
 #include <chrono>
 #include <filesystem>
@@ -29,6 +31,7 @@
 #include "jobs.hpp"
 #include "metrics.hpp"
 #include "netns.hpp"
+#include "stragglers.hpp"
 
 namespace xagg::daemon {
 namespace {
@@ -228,7 +231,9 @@ public:
             spdlog::info("recovered {} jobs from {}{}", jobs.jobs().size(), state.path(),
                          fp.reused_pinned_maps() ? " with their pinned maps" : "");
         }
-        ControlApi api(jobs, datapath, config_.port, [&] { state.write(jobs.to_json()); });
+        StragglerWatch stragglers;
+        ControlApi api(
+            jobs, datapath, config_.port, [&] { state.write(jobs.to_json()); }, &stragglers);
         const auto started = std::chrono::steady_clock::now();
         std::unique_ptr<MetricsServer> metrics;
         if (!config_.metrics_address.empty())
@@ -243,6 +248,8 @@ public:
                 m.used_chunks = jobs.used_chunks();
                 m.api_requests = api.requests();
                 m.api_errors = api.errors();
+                for (const auto &[id, job] : jobs.jobs())
+                    m.straggler_events[id] = stragglers.total(id);
                 m.uptime_seconds =
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
                         .count();
@@ -256,17 +263,26 @@ public:
         sd_notifyf(0, "READY=1\nSTATUS=attached to %s, %zu jobs", config_.interface.c_str(),
                    jobs.jobs().size());
         uint64_t watchdog_usec = 0;
-        int poll_ms = sd_watchdog_enabled(0, &watchdog_usec) > 0
-                          ? static_cast<int>(watchdog_usec / 2000)
-                          : -1;
+        const bool watchdog = sd_watchdog_enabled(0, &watchdog_usec) > 0;
+        // The loop wakes at least this often: to feed the watchdog and to look for stragglers.
+        const int poll_ms = watchdog
+                                ? std::min(kScanIntervalMs, static_cast<int>(watchdog_usec / 2000))
+                                : kScanIntervalMs;
+        auto last_scan = std::chrono::steady_clock::now();
 
         bool stop = false;
         while (!stop) {
             std::vector<pollfd> fds{{sfd, POLLIN, 0}, {lfd, POLLIN, 0}};
             for (const auto &c : clients_)
                 fds.push_back({c.fd, POLLIN, 0});
-            if (poll_ms >= 0)
+            if (watchdog)
                 sd_notify(0, "WATCHDOG=1");
+            if (std::chrono::steady_clock::now() - last_scan >=
+                std::chrono::milliseconds(kScanIntervalMs)) {
+                last_scan = std::chrono::steady_clock::now();
+                std::lock_guard g(state_lock_);
+                scan_stragglers(jobs, fp, stragglers);
+            }
             if (poll(fds.data(), fds.size(), poll_ms) < 0) {
                 if (errno == EINTR)
                     continue;
@@ -295,6 +311,29 @@ public:
     }
 
 private:
+    static constexpr int kScanIntervalMs = 100;
+
+    // Fast-path slots only for now: the host parameter server's are not scanned yet.
+    static void scan_stragglers(const JobTable &jobs, const FastPath &fp, StragglerWatch &watch)
+    {
+        timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t now = uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec);
+        for (const auto &[id, job] : jobs.jobs()) {
+            if (job.region_chunks == 0)
+                continue;
+            auto slots = fp.slots(2 * job.region_base, 2 * job.region_chunks);
+            for (const auto &e : watch.scan(job, slots, now)) {
+                std::string ranks;
+                for (uint32_t r = 0; r < XAGG_MAX_WORKERS; r++)
+                    if (e.missing >> r & 1)
+                        ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
+                spdlog::warn("straggler: job {} chunk {} round {} has waited {} ms for rank(s) {}",
+                             e.job, e.chunk, e.round, e.waited_ms, ranks);
+            }
+        }
+    }
+
     bool handle_signal(int sfd)
     {
         signalfd_siginfo si{};

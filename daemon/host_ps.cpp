@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <ctime>
 #include <cstring>
 #include <system_error>
 
@@ -68,6 +69,14 @@ enum xagg_counter malformed(const uint8_t *d, size_t len)
     if (h.flags & ~XAGG_F_WORKER_MASK)
         return XAGG_CNT_DROP_BAD_FLAGS;
     return XAGG_CNT_MAX;
+}
+
+// The clock bpf_ktime_get_ns() reads, so both paths' slot times compare alike.
+uint64_t monotonic_ns()
+{
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec);
 }
 
 struct Outgoing {
@@ -211,8 +220,9 @@ void HostPs::serve(int fd)
                 Shard &shard = shards_[chunk % kShards];
                 std::lock_guard g(shard.lock);
                 auto &pair = shard.slots[uint64_t{job_id} << 32 | chunk];
-                verdict = xagg_slot_update(&pair[round & 1], job_id, round, h.exponent,
-                                           1ull << rank, job.member_bitmap(), vals, &seen);
+                verdict =
+                    xagg_slot_update(&pair[round & 1], monotonic_ns(), job_id, round, h.exponent,
+                                     1ull << rank, job.member_bitmap(), vals, &seen);
             }
             auto reply = [&](const sockaddr_in &to, uint8_t extra_flags) {
                 Outgoing &o = out.emplace_back();

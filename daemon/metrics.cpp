@@ -94,6 +94,12 @@ std::string render_metrics(const MetricsSnapshot &s)
             f.sample(job + ",path=\"host\"", uint64_t{j.chunks - j.region_chunks});
         }
     }
+    {
+        Family f(out, "xagg_straggler_events_total", "counter",
+                 "Chunk-rounds left partial longer than the job's timeout.");
+        for (const auto &[job, n] : s.straggler_events)
+            f.sample("job=\"" + std::to_string(job) + "\"", n);
+    }
     uint64_t slot_bytes = 2 * sizeof(xagg_slot);
     Family(out, "xagg_fastpath_memory_bytes", "gauge",
            "Fast-path map memory for chunk slots: capacity, and assigned to jobs.")

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -28,6 +29,7 @@ struct MetricsSnapshot {
     uint64_t api_requests = 0;
     uint64_t api_errors = 0;
     double uptime_seconds = 0;
+    std::map<uint32_t, uint64_t> straggler_events;  // by job
 };
 
 std::string render_metrics(const MetricsSnapshot &s);

@@ -339,6 +339,72 @@ TEST_F(DaemonIntegration, KilledDaemonIsRestartedAndTheJobCompletesExactly)
     EXPECT_EQ(restarted->wait(10s), 0) << restarted->output();
 }
 
+TEST_F(DaemonIntegration, StragglerIsReportedByRankAndNoPartialSumIsSent)
+{
+    constexpr unsigned kWorkers = 3;
+    constexpr uint32_t kChunks = 4;
+    Topology topo("t", kWorkers);
+    auto daemon = start_daemon(write_config(topo), "xaggd.log");
+    json r = control(socket_, {{"op", "create_job"},
+                               {"id", kJob},
+                               {"workers", kWorkers},
+                               {"gradient_elems", kChunks * 256},
+                               {"timeout_ms", 200}});
+    ASSERT_EQ(r["ok"], true) << r;
+    for (unsigned rank = 0; rank < kWorkers; rank++)
+        control(socket_, {{"op", "join"},
+                          {"job", kJob},
+                          {"rank", rank},
+                          {"addr", worker_addr(rank)},
+                          {"port", 9872}});
+    // Rank 2 never sends. Ranks 0 and 1 retry for ~1 s and then give up: under `wait` no result
+    // is ever sent without rank 2 in it.
+    std::vector<std::unique_ptr<Process>> present;
+    for (unsigned rank = 0; rank < 2; rank++)
+        present.push_back(std::make_unique<Process>(
+            std::vector<std::string>{XAGG_BINARY_DIR "/tools/xagg-demo-worker",
+                                     "--netns",
+                                     topo.worker(rank),
+                                     "--aggregator",
+                                     kAggAddr,
+                                     "--local",
+                                     worker_addr(rank),
+                                     "--group",
+                                     "239.77.0.7",
+                                     "--job",
+                                     std::to_string(kJob),
+                                     "--rank",
+                                     std::to_string(rank),
+                                     "--workers",
+                                     std::to_string(kWorkers),
+                                     "--chunks",
+                                     std::to_string(kChunks),
+                                     "--rounds",
+                                     "1",
+                                     "--timeout-ms",
+                                     "50",
+                                     "--max-retries",
+                                     "20",
+                                     "--json"},
+            dir_ + "/worker" + std::to_string(rank) + ".json"));
+    for (auto &p : present) {
+        EXPECT_EQ(p->wait(30s), 2) << p->output();
+        EXPECT_NE(p->output().find("unanswered"), std::string::npos) << p->output();
+    }
+    json job = control(socket_, {{"op", "show_job"}, {"job", kJob}})["job"];
+    EXPECT_EQ(job["straggler_events_total"], kChunks) << job;  // each chunk reported once
+    ASSERT_EQ(job["straggler_events"].size(), kChunks) << job;
+    for (const auto &e : job["straggler_events"]) {
+        EXPECT_EQ(e["missing_ranks"], json::array({2})) << e;
+        EXPECT_EQ(e["round"], 0) << e;
+        EXPECT_GE(e["waited_ms"], 200) << e;
+    }
+    json stats = control(socket_, {{"op", "stats"}});
+    EXPECT_EQ(stats["counters"]["completed"], 0) << stats;
+    EXPECT_EQ(sample(scrape(topo), "xagg_straggler_events_total{job=\"7\"}"), kChunks);
+    EXPECT_NE(daemon->output().find("has waited"), std::string::npos);
+}
+
 TEST_F(DaemonIntegration, BadConfigLineIsRefusedWithFileAndLine)
 {
     std::string path = dir_ + "/bad.conf";

@@ -67,7 +67,8 @@ struct xagg_slot {
     __u32 round;    /* round whose sum this slot holds */
     __s32 exponent; /* block exponent every contribution of the round must carry */
     __u32 reserved;
-    __u64 seen; /* bitmap of ranks already added */
+    __u64 seen;       /* bitmap of ranks already added */
+    __u64 started_ns; /* CLOCK_MONOTONIC when the round's first contribution arrived */
     __s32 sum[XAGG_CHUNK_ELEMS];
 };
 

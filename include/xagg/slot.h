@@ -70,10 +70,10 @@ static XAGG_INLINE void xagg_payload_emit(const __s32 *sum, __s32 *vals)
         vals[i] = sum[i];
 }
 
-static XAGG_INLINE enum xagg_slot_verdict xagg_slot_update(struct xagg_slot *slot, __u32 job_id,
-                                                           __u32 round, __s32 exponent, __u64 bit,
-                                                           __u64 members, __s32 *vals,
-                                                           __u64 *seen_out)
+static XAGG_INLINE enum xagg_slot_verdict xagg_slot_update(struct xagg_slot *slot, __u64 now_ns,
+                                                           __u32 job_id, __u32 round,
+                                                           __s32 exponent, __u64 bit, __u64 members,
+                                                           __s32 *vals, __u64 *seen_out)
 {
     enum xagg_slot_verdict verdict;
 
@@ -86,6 +86,7 @@ static XAGG_INLINE enum xagg_slot_verdict xagg_slot_update(struct xagg_slot *slo
         slot->round = round;
         slot->exponent = exponent;
         slot->seen = bit;
+        slot->started_ns = now_ns; /* straggler timeouts count from here */
         xagg_payload_store(slot->sum, vals);
         /* In a one-worker job the first contribution is the sum, already in the packet. */
         verdict = (bit & members) == members ? XAGG_SLOT_COMPLETED : XAGG_SLOT_ADDED;

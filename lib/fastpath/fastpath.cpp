@@ -328,6 +328,23 @@ xagg_slot FastPath::slot(uint32_t index) const
     return value;
 }
 
+std::vector<xagg_slot> FastPath::slots(uint32_t first, uint32_t count) const
+{
+    ensure_loaded();
+    if (uint64_t{first} + count > 2ull * config_.max_chunks)
+        throw std::invalid_argument("slot range beyond the map");
+    std::vector<xagg_slot> out(count);
+    int fd = bpf_map__fd(skel_->maps.slots);
+    // One locked lookup per slot (about 1 us each): fine at straggler-scan rates. Batched
+    // lookups are the next step if scans of large regions show up in profiles.
+    for (uint32_t i = 0; i < count; i++) {
+        uint32_t key = first + i;
+        if (bpf_map_lookup_elem_flags(fd, &key, &out[i], BPF_F_LOCK) != 0)
+            fail(errno, "reading slot " + std::to_string(key));
+    }
+    return out;
+}
+
 int FastPath::prog_fd() const
 {
     ensure_loaded();

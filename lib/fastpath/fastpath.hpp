@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "xagg/fastpath.h"
 
@@ -75,6 +76,8 @@ public:
 
     Counters counters() const;
     xagg_slot slot(uint32_t index) const;
+    // Slots [first, first + count), each read under its lock.
+    std::vector<xagg_slot> slots(uint32_t first, uint32_t count) const;
 
     int prog_fd() const;         // the XDP program
     int fanout_prog_fd() const;  // the TC ingress program that copies results per member

@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: MIT
+// Straggler detection over slot snapshots: overdue partial chunk-rounds are reported once each,
+// naming exactly the missing ranks.
+#include <gtest/gtest.h>
+
+#include "stragglers.hpp"
+
+namespace xagg::daemon {
+namespace {
+
+constexpr uint64_t kMs = 1000000;
+
+Job three_workers()
+{
+    Job j;
+    j.id = 4;
+    j.workers = 3;
+    j.timeout_ms = 100;
+    return j;
+}
+
+xagg_slot slot(uint32_t job, uint32_t round, uint64_t seen, uint64_t started_ns)
+{
+    xagg_slot s{};
+    s.job_id = job;
+    s.round = round;
+    s.seen = seen;
+    s.started_ns = started_ns;
+    return s;
+}
+
+TEST(StragglerWatchTest, OverduePartialRoundsAreReportedOnceWithTheMissingRanks)
+{
+    Job job = three_workers();
+    std::vector<xagg_slot> slots(4);           // two chunks, two round slots each
+    slots[0] = slot(4, 6, 0b011, 1000 * kMs);  // chunk 0, round 6: rank 2 missing
+    slots[1] = slot(4, 5, 0b111, 900 * kMs);   // chunk 0, round 5: complete
+    slots[3] = slot(4, 1, 0b001, 1050 * kMs);  // chunk 1, round 1: ranks 1 and 2 missing
+    StragglerWatch watch;
+
+    EXPECT_TRUE(watch.scan(job, slots, 1099 * kMs).empty()) << "not overdue yet";
+    auto events = watch.scan(job, slots, 1120 * kMs);
+    ASSERT_EQ(events.size(), 1u);
+    EXPECT_EQ(events[0].chunk, 0u);
+    EXPECT_EQ(events[0].round, 6u);
+    EXPECT_EQ(events[0].missing, 0b100u);
+    EXPECT_EQ(events[0].waited_ms, 120u);
+    events = watch.scan(job, slots, 1200 * kMs);
+    ASSERT_EQ(events.size(), 1u) << "chunk 0 is not reported again; chunk 1 is now overdue";
+    EXPECT_EQ(events[0].chunk, 1u);
+    EXPECT_EQ(events[0].missing, 0b110u);
+    EXPECT_EQ(watch.total(4), 2u);
+
+    // The straggler arrives; later the next round of chunk 0 stalls: a new event.
+    slots[0] = slot(4, 6, 0b111, 1000 * kMs);
+    EXPECT_TRUE(watch.scan(job, slots, 1300 * kMs).empty());
+    slots[0] = slot(4, 8, 0b110, 1300 * kMs);
+    events = watch.scan(job, slots, 1500 * kMs);
+    ASSERT_EQ(events.size(), 1u);
+    EXPECT_EQ(events[0].round, 8u);
+    EXPECT_EQ(events[0].missing, 0b001u);
+    EXPECT_EQ(watch.recent(4).size(), 3u);
+    watch.forget(4);
+    EXPECT_EQ(watch.total(4), 0u);
+}
+
+TEST(StragglerWatchTest, OtherJobsSlotsAndUnusedSlotsAreIgnored)
+{
+    Job job = three_workers();
+    std::vector<xagg_slot> slots = {slot(9, 0, 0b001, 0), slot(4, 0, 0, 0)};
+    StragglerWatch watch;
+    EXPECT_TRUE(watch.scan(job, slots, 10000 * kMs).empty());
+}
+
+}  // namespace
+}  // namespace xagg::daemon
