@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/demo_worker.hpp"
 #include "support/process.hpp"
 #include "support/topology.hpp"
 
@@ -187,35 +188,13 @@ protected:
     std::vector<std::unique_ptr<Process>> start_workers(const Topology &topo, unsigned workers,
                                                         uint32_t chunks, uint32_t rounds)
     {
-        std::vector<std::unique_ptr<Process>> procs;
-        for (unsigned r = 0; r < workers; r++)
-            procs.push_back(std::make_unique<Process>(
-                std::vector<std::string>{XAGG_BINARY_DIR "/tools/xagg-demo-worker",
-                                         "--netns",
-                                         topo.worker(r),
-                                         "--aggregator",
-                                         kAggAddr,
-                                         "--local",
-                                         worker_addr(r),
-                                         "--group",
-                                         "239.77.0.7",
-                                         "--job",
-                                         std::to_string(kJob),
-                                         "--rank",
-                                         std::to_string(r),
-                                         "--workers",
-                                         std::to_string(workers),
-                                         "--chunks",
-                                         std::to_string(chunks),
-                                         "--rounds",
-                                         std::to_string(rounds),
-                                         "--timeout-ms",
-                                         "20",
-                                         "--max-retries",
-                                         "500",
-                                         "--json"},
-                dir_ + "/worker" + std::to_string(r) + ".json"));
-        return procs;
+        WorkerRun run;
+        run.job = kJob;
+        run.workers = workers;
+        run.chunks = chunks;
+        run.rounds = rounds;
+        run.group = "239.77.0.7";
+        return start_demo_workers(topo, run, dir_);
     }
 
     static void expect_all_exact(std::vector<std::unique_ptr<Process>> &procs, uint64_t results)
@@ -359,34 +338,18 @@ TEST_F(DaemonIntegration, StragglerIsReportedByRankAndNoPartialSumIsSent)
                           {"port", 9872}});
     // Rank 2 never sends. Ranks 0 and 1 retry for ~1 s and then give up: under `wait` no result
     // is ever sent without rank 2 in it.
+    WorkerRun run;
+    run.job = kJob;
+    run.workers = kWorkers;
+    run.chunks = kChunks;
+    run.rounds = 1;
+    run.group = "239.77.0.7";
+    run.timeout_ms = 50;
+    run.max_retries = 20;
     std::vector<std::unique_ptr<Process>> present;
     for (unsigned rank = 0; rank < 2; rank++)
-        present.push_back(std::make_unique<Process>(
-            std::vector<std::string>{XAGG_BINARY_DIR "/tools/xagg-demo-worker",
-                                     "--netns",
-                                     topo.worker(rank),
-                                     "--aggregator",
-                                     kAggAddr,
-                                     "--local",
-                                     worker_addr(rank),
-                                     "--group",
-                                     "239.77.0.7",
-                                     "--job",
-                                     std::to_string(kJob),
-                                     "--rank",
-                                     std::to_string(rank),
-                                     "--workers",
-                                     std::to_string(kWorkers),
-                                     "--chunks",
-                                     std::to_string(kChunks),
-                                     "--rounds",
-                                     "1",
-                                     "--timeout-ms",
-                                     "50",
-                                     "--max-retries",
-                                     "20",
-                                     "--json"},
-            dir_ + "/worker" + std::to_string(rank) + ".json"));
+        present.push_back(
+            start_demo_worker(topo, run, rank, dir_ + "/worker" + std::to_string(rank) + ".json"));
     for (auto &p : present) {
         EXPECT_EQ(p->wait(30s), 2) << p->output();
         EXPECT_NE(p->output().find("unanswered"), std::string::npos) << p->output();

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "support/demo_worker.hpp"
 #include "support/process.hpp"
 #include "support/topology.hpp"
 #include "synthetic.hpp"
@@ -107,39 +108,13 @@ protected:
     std::vector<std::unique_ptr<Process>> start_workers(const Topology &topo, unsigned workers,
                                                         uint32_t chunks, uint32_t rounds)
     {
-        std::vector<std::unique_ptr<Process>> procs;
-        for (unsigned r = 0; r < workers; r++)
-            procs.push_back(std::make_unique<Process>(
-                std::vector<std::string>{XAGG_BINARY_DIR "/tools/xagg-demo-worker",
-                                         "--netns",
-                                         topo.worker(r),
-                                         "--aggregator",
-                                         kAggAddr,
-                                         "--local",
-                                         worker_addr(r),
-                                         "--group",
-                                         kGroup,
-                                         "--group-port",
-                                         std::to_string(kGroupPort),
-                                         "--job",
-                                         std::to_string(kJob),
-                                         "--rank",
-                                         std::to_string(r),
-                                         "--workers",
-                                         std::to_string(workers),
-                                         "--chunks",
-                                         std::to_string(chunks),
-                                         "--rounds",
-                                         std::to_string(rounds),
-                                         "--seed",
-                                         "42",
-                                         "--timeout-ms",
-                                         "20",
-                                         "--max-retries",
-                                         "500",
-                                         "--json"},
-                dir_ + "/worker" + std::to_string(r) + ".json"));
-        return procs;
+        WorkerRun run;
+        run.job = kJob;
+        run.workers = workers;
+        run.chunks = chunks;
+        run.rounds = rounds;
+        run.group = kGroup;
+        return start_demo_workers(topo, run, dir_);
     }
 
     // Every worker exits cleanly having verified every result and all saw the same sums.

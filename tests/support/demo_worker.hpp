@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: MIT
+// Starting xagg-demo-worker processes in a test topology.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "support/process.hpp"
+#include "support/topology.hpp"
+
+namespace xagg::test {
+
+struct WorkerRun {
+    uint32_t job = 0;
+    unsigned workers = 0;  // the job's size (ranks 0..workers-1)
+    uint32_t chunks = 0;
+    uint32_t rounds = 0;
+    std::string group;
+    uint16_t group_port = 9872;
+    uint32_t timeout_ms = 20;
+    uint32_t max_retries = 500;
+    uint64_t seed = 42;
+};
+
+// Starts rank `rank` of `run` in its namespace; its JSON summary goes to `output`.
+inline std::unique_ptr<Process> start_demo_worker(const Topology &topo, const WorkerRun &run,
+                                                  unsigned rank, const std::string &output)
+{
+    return std::make_unique<Process>(
+        std::vector<std::string>{XAGG_BINARY_DIR "/tools/xagg-demo-worker",
+                                 "--netns",
+                                 topo.worker(rank),
+                                 "--aggregator",
+                                 kAggAddr,
+                                 "--local",
+                                 worker_addr(rank),
+                                 "--group",
+                                 run.group,
+                                 "--group-port",
+                                 std::to_string(run.group_port),
+                                 "--job",
+                                 std::to_string(run.job),
+                                 "--rank",
+                                 std::to_string(rank),
+                                 "--workers",
+                                 std::to_string(run.workers),
+                                 "--chunks",
+                                 std::to_string(run.chunks),
+                                 "--rounds",
+                                 std::to_string(run.rounds),
+                                 "--seed",
+                                 std::to_string(run.seed),
+                                 "--timeout-ms",
+                                 std::to_string(run.timeout_ms),
+                                 "--max-retries",
+                                 std::to_string(run.max_retries),
+                                 "--json"},
+        output);
+}
+
+// Starts every rank of `run`; outputs go to DIR/workerN.json.
+inline std::vector<std::unique_ptr<Process>> start_demo_workers(const Topology &topo,
+                                                                const WorkerRun &run,
+                                                                const std::string &dir)
+{
+    std::vector<std::unique_ptr<Process>> procs;
+    for (unsigned r = 0; r < run.workers; r++)
+        procs.push_back(
+            start_demo_worker(topo, run, r, dir + "/worker" + std::to_string(r) + ".json"));
+    return procs;
+}
+
+}  // namespace xagg::test
