@@ -49,7 +49,12 @@ static __always_inline enum xagg_slot_verdict update_slot(struct xagg_slot *slot
                                                           __u64 members, __s32 *vals,
                                                           __u64 *seen_out)
 {
-    __u64 now = bpf_ktime_get_ns(); /* no helper may be called under the lock */
+    /* No helper may be called under the lock, and reading the clock on every packet costs
+     * ~10%: read it only when this packet may start a round. The unlocked peek is safe: if it
+     * sees the packet's round, that round was claimed already and cannot be claimed again. */
+    __u64 now = 0;
+    if (slot->round != round || slot->seen == 0 || slot->job_id != job_id)
+        now = bpf_ktime_get_ns();
     bpf_spin_lock(&slot->lock);
     enum xagg_slot_verdict verdict =
         xagg_slot_update(slot, now, job_id, round, exponent, bit, members, vals, seen_out);
