@@ -2,6 +2,7 @@
 #include "control.hpp"
 
 #include <arpa/inet.h>
+#include <spdlog/spdlog.h>
 
 #include <set>
 #include <stdexcept>
@@ -128,7 +129,8 @@ json ControlApi::handle(const json &request)
         if (!request.is_object() || !request.contains("op") || !request.at("op").is_string())
             refuse("a request is a JSON object with a string 'op'");
         const std::string op = request.at("op").get<std::string>();
-        static const std::set<std::string> kReadOnly = {"list_jobs", "show_job", "stats"};
+        static const std::set<std::string> kReadOnly = {"list_jobs", "show_job", "stats",
+                                                        "set_log_level"};
         json reply;
         if (op == "create_job")
             reply = create_job(request);
@@ -144,6 +146,8 @@ json ControlApi::handle(const json &request)
             reply = show_job(request);
         else if (op == "stats")
             reply = stats(request);
+        else if (op == "set_log_level")
+            reply = set_log_level(request);
         else
             refuse("unknown op '" + op + "'");
         bool changes = !kReadOnly.count(op);
@@ -249,6 +253,18 @@ json ControlApi::show_job(const json &r)
 {
     allow_only(r, {"job"});
     return {{"job", describe(static_cast<uint32_t>(number(r, "job", 0xffff)))}};
+}
+
+json ControlApi::set_log_level(const json &r)
+{
+    allow_only(r, {"level"});
+    std::string level = text(r, "level");
+    static const std::set<std::string> kLevels = {"trace", "debug", "info", "warn", "error"};
+    if (!kLevels.count(level))
+        refuse("'level' must be one of trace, debug, info, warn, error");
+    spdlog::set_level(spdlog::level::from_str(level));
+    spdlog::info("log level set to {} over the control API", level);
+    return {{"level", level}};
 }
 
 json ControlApi::stats(const json &r)

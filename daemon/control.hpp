@@ -51,6 +51,7 @@ private:
     nlohmann::json list_jobs(const nlohmann::json &r);
     nlohmann::json show_job(const nlohmann::json &r);
     nlohmann::json stats(const nlohmann::json &r);
+    nlohmann::json set_log_level(const nlohmann::json &r);
     nlohmann::json describe(uint32_t job_id) const;
 
     JobTable &jobs_;

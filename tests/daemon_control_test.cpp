@@ -3,6 +3,7 @@
 // change the table and the maps together, refused ones change neither.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <spdlog/spdlog.h>
 
 #include <vector>
 
@@ -151,6 +152,18 @@ TEST_F(ControlTest, BadRequestsAreRefusedAndChangeNothing)
     json stats = call(R"({"op":"stats"})");
     EXPECT_EQ(stats["request_errors"], 18);
     EXPECT_EQ(stats["counters"]["completed"], 42);
+}
+
+TEST_F(ControlTest, LogLevelChangesAtRunTime)
+{
+    json r = call(R"({"op":"set_log_level","level":"debug"})");
+    EXPECT_EQ(r["ok"], true) << r;
+    EXPECT_EQ(spdlog::get_level(), spdlog::level::debug);
+    expect_refused(R"({"op":"set_log_level","level":"loud"})",
+                   "'level' must be one of trace, debug, info, warn, error");
+    EXPECT_EQ(spdlog::get_level(), spdlog::level::debug);
+    call(R"({"op":"set_log_level","level":"info"})");
+    EXPECT_EQ(spdlog::get_level(), spdlog::level::info);
 }
 
 TEST_F(ControlTest, TheTableSurvivesARoundTripThroughItsSavedForm)
