@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <spdlog/spdlog.h>
 
+#include <map>
 #include <set>
 #include <stdexcept>
 
@@ -129,29 +130,26 @@ json ControlApi::handle(const json &request)
         if (!request.is_object() || !request.contains("op") || !request.at("op").is_string())
             refuse("a request is a JSON object with a string 'op'");
         const std::string op = request.at("op").get<std::string>();
-        static const std::set<std::string> kReadOnly = {"list_jobs", "show_job", "stats",
-                                                        "set_log_level"};
-        json reply;
-        if (op == "create_job")
-            reply = create_job(request);
-        else if (op == "delete_job")
-            reply = delete_job(request);
-        else if (op == "join")
-            reply = join(request);
-        else if (op == "leave")
-            reply = leave(request);
-        else if (op == "list_jobs")
-            reply = list_jobs(request);
-        else if (op == "show_job")
-            reply = show_job(request);
-        else if (op == "stats")
-            reply = stats(request);
-        else if (op == "set_log_level")
-            reply = set_log_level(request);
-        else
+        // Each op, and whether it changes the job table (then the table is saved).
+        struct Op {
+            json (ControlApi::*handler)(const json &);
+            bool changes_jobs;
+        };
+        static const std::map<std::string, Op> kOps = {
+            {"create_job", {&ControlApi::create_job, true}},
+            {"delete_job", {&ControlApi::delete_job, true}},
+            {"join", {&ControlApi::join, true}},
+            {"leave", {&ControlApi::leave, true}},
+            {"list_jobs", {&ControlApi::list_jobs, false}},
+            {"show_job", {&ControlApi::show_job, false}},
+            {"stats", {&ControlApi::stats, false}},
+            {"set_log_level", {&ControlApi::set_log_level, false}},
+        };
+        auto it = kOps.find(op);
+        if (it == kOps.end())
             refuse("unknown op '" + op + "'");
-        bool changes = !kReadOnly.count(op);
-        if (changes && on_change_)
+        json reply = (this->*it->second.handler)(request);
+        if (it->second.changes_jobs && on_change_)
             on_change_();
         reply["ok"] = true;
         return reply;

@@ -188,13 +188,8 @@ protected:
     std::vector<std::unique_ptr<Process>> start_workers(const Topology &topo, unsigned workers,
                                                         uint32_t chunks, uint32_t rounds)
     {
-        WorkerRun run;
-        run.job = kJob;
-        run.workers = workers;
-        run.chunks = chunks;
-        run.rounds = rounds;
-        run.group = "239.77.0.7";
-        return start_demo_workers(topo, run, dir_);
+        return start_demo_workers(topo, worker_run(kJob, workers, chunks, rounds, "239.77.0.7"),
+                                  dir_);
     }
 
     static void expect_all_exact(std::vector<std::unique_ptr<Process>> &procs, uint64_t results)
@@ -338,12 +333,7 @@ TEST_F(DaemonIntegration, StragglerIsReportedByRankAndNoPartialSumIsSent)
                           {"port", 9872}});
     // Rank 2 never sends. Ranks 0 and 1 retry for ~1 s and then give up: under `wait` no result
     // is ever sent without rank 2 in it.
-    WorkerRun run;
-    run.job = kJob;
-    run.workers = kWorkers;
-    run.chunks = kChunks;
-    run.rounds = 1;
-    run.group = "239.77.0.7";
+    WorkerRun run = worker_run(kJob, kWorkers, kChunks, 1, "239.77.0.7");
     run.timeout_ms = 50;
     run.max_retries = 20;
     std::vector<std::unique_ptr<Process>> present;

@@ -108,13 +108,7 @@ protected:
     std::vector<std::unique_ptr<Process>> start_workers(const Topology &topo, unsigned workers,
                                                         uint32_t chunks, uint32_t rounds)
     {
-        WorkerRun run;
-        run.job = kJob;
-        run.workers = workers;
-        run.chunks = chunks;
-        run.rounds = rounds;
-        run.group = kGroup;
-        return start_demo_workers(topo, run, dir_);
+        return start_demo_workers(topo, worker_run(kJob, workers, chunks, rounds, kGroup), dir_);
     }
 
     // Every worker exits cleanly having verified every result and all saw the same sums.

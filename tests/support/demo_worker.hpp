@@ -23,6 +23,18 @@ struct WorkerRun {
     uint64_t seed = 42;
 };
 
+inline WorkerRun worker_run(uint32_t job, unsigned workers, uint32_t chunks, uint32_t rounds,
+                            const std::string &group)
+{
+    WorkerRun run;
+    run.job = job;
+    run.workers = workers;
+    run.chunks = chunks;
+    run.rounds = rounds;
+    run.group = group;
+    return run;
+}
+
 // Starts rank `rank` of `run` in its namespace; its JSON summary goes to `output`.
 inline std::unique_ptr<Process> start_demo_worker(const Topology &topo, const WorkerRun &run,
                                                   unsigned rank, const std::string &output)
