@@ -32,6 +32,11 @@ std::unique_ptr<CLI::App> make_cli(Config &c)
     app->add_option("--max_jobs", c.max_jobs, "Capacity of the job table")
         ->check(CLI::Range(1u, 65536u))
         ->capture_default_str();
+    app->add_option("--min_job_chunks", c.min_job_chunks,
+                    "Fast-path chunks guaranteed to each job while the guarantees fit; the rest "
+                    "is shared by weight")
+        ->check(CLI::Range(0u, 1u << 30))
+        ->capture_default_str();
     app->add_option("--bpffs_dir", c.bpffs_dir, "bpffs directory the maps are pinned in")
         ->capture_default_str();
     app->add_option("--state_dir", c.state_dir, "Directory of the job table kept across restarts")

@@ -91,13 +91,9 @@ json ControlApi::describe(uint32_t job_id) const
     uint64_t total = 0;
     if (stragglers_) {
         for (const auto &e : stragglers_->recent(job_id)) {
-            json missing = json::array();
-            for (uint32_t r = 0; r < XAGG_MAX_WORKERS; r++)
-                if (e.missing >> r & 1)
-                    missing.push_back(r);
             events.push_back({{"chunk", e.chunk},
                               {"round", e.round},
-                              {"missing_ranks", missing},
+                              {"missing_ranks", ranks(e.missing)},
                               {"waited_ms", e.waited_ms}});
         }
         total = stragglers_->total(job_id);
@@ -144,6 +140,7 @@ json ControlApi::handle(const json &request)
             {"show_job", {&ControlApi::show_job, false}},
             {"stats", {&ControlApi::stats, false}},
             {"set_log_level", {&ControlApi::set_log_level, false}},
+            {"evict", {&ControlApi::evict, true}},
         };
         auto it = kOps.find(op);
         if (it == kOps.end())
@@ -161,8 +158,8 @@ json ControlApi::handle(const json &request)
 
 json ControlApi::create_job(const json &r)
 {
-    allow_only(r, {"id", "workers", "gradient_elems", "policy", "timeout_ms", "weight", "host_path",
-                   "fanout"});
+    allow_only(r, {"id", "workers", "gradient_elems", "policy", "timeout_ms", "evict_after",
+                   "weight", "host_path", "fanout"});
     JobRequest req;
     if (r.contains("id"))
         req.id = static_cast<uint32_t>(number(r, "id", 0xffff));
@@ -175,6 +172,7 @@ json ControlApi::create_job(const json &r)
         req.policy = p == "evict" ? StragglerPolicy::evict : StragglerPolicy::wait;
     }
     req.timeout_ms = static_cast<uint32_t>(number_or(r, "timeout_ms", 3600000, 1000));
+    req.evict_after = static_cast<uint32_t>(number_or(r, "evict_after", 1000, 3));
     if (r.contains("weight")) {
         if (!r.at("weight").is_number())
             refuse("'weight' must be a number");
@@ -184,14 +182,74 @@ json ControlApi::create_job(const json &r)
     req.fanout = flag_or(r, "fanout", false);
 
     const Job &job = jobs_.create(req);
+    const uint32_t id = job.id;
     try {
-        datapath_.clear_region(job.region_base, job.region_chunks);
-        datapath_.put_job(job);
+        datapath_.put_job(job);  // no fast-path memory yet: the host path takes it all
     } catch (...) {
-        jobs_.remove(job.id);
+        jobs_.remove(id);
         throw;
     }
-    return {{"job", describe(job.id)}};
+    rebalance();
+    return {{"job", describe(id)}};
+}
+
+void ControlApi::rebalance()
+{
+    auto layout = jobs_.fair_layout();
+    std::vector<uint32_t> moving;
+    for (const auto &[id, region] : layout) {
+        const Job &job = *jobs_.find(id);
+        Region now{job.region_base, job.region_chunks};
+        if (!(now == region) && (now.chunks || region.chunks))
+            moving.push_back(id);
+    }
+    // All out first, then all in: a job's new region may be where another job's old one was.
+    for (uint32_t id : moving)
+        if (jobs_.find(id)->region_chunks)
+            datapath_.move_to_host(*jobs_.find(id));
+    for (uint32_t id : moving) {
+        jobs_.set_region(id, layout[id]);
+        datapath_.move_to_fast(*jobs_.find(id));
+        spdlog::info("job {}: {} of its {} chunks on the fast path (slots from chunk {})", id,
+                     layout[id].chunks, jobs_.find(id)->chunks, layout[id].base);
+    }
+}
+
+void ControlApi::evict_ranks(uint32_t job_id, uint64_t bitmap)
+{
+    for (uint32_t rank = 0; rank < XAGG_MAX_WORKERS; rank++) {
+        if (!(bitmap >> rank & 1))
+            continue;
+        try {
+            const Job &job = jobs_.evict(job_id, rank);
+            datapath_.delete_member(job_id, rank);
+            datapath_.put_job(job);
+            if (stragglers_)
+                stragglers_->pardon(job_id, rank);
+            spdlog::warn(
+                "evicted rank {} from job {} after {} straggler timeouts; results now "
+                "carry the contributions of rank(s) {}",
+                rank, job_id, job.evict_after, ranks(job.member_bitmap()).dump());
+            if (on_change_)
+                on_change_();
+        } catch (const std::invalid_argument &e) {
+            spdlog::warn("not evicting rank {} from job {}: {}", rank, job_id, e.what());
+        }
+    }
+}
+
+json ControlApi::evict(const json &r)
+{
+    allow_only(r, {"job", "rank"});
+    auto id = static_cast<uint32_t>(number(r, "job", 0xffff));
+    auto rank = static_cast<uint32_t>(number(r, "rank", XAGG_MAX_WORKERS - 1));
+    const Job &job = jobs_.evict(id, rank);
+    datapath_.delete_member(id, rank);
+    datapath_.put_job(job);
+    if (stragglers_)
+        stragglers_->pardon(id, rank);
+    spdlog::warn("evicted rank {} from job {} over the control API", rank, id);
+    return {{"job", describe(id)}};
 }
 
 json ControlApi::delete_job(const json &r)
@@ -208,6 +266,7 @@ json ControlApi::delete_job(const json &r)
     jobs_.remove(id);
     if (stragglers_)
         stragglers_->forget(id);
+    rebalance();  // the others grow into its memory
     return json::object();
 }
 
@@ -221,12 +280,18 @@ json ControlApi::join(const json &r)
     if (inet_pton(AF_INET, a.c_str(), &addr) != 1)
         refuse("'addr' must be an IPv4 address");
     auto port = static_cast<uint16_t>(number(r, "port", 65535));
+    const uint64_t members_before = jobs_.find(id) ? jobs_.find(id)->member_bitmap() : 0;
     const Member &m = jobs_.join(id, rank, addr, port);
     try {
         datapath_.put_member(id, m);
     } catch (...) {
         jobs_.leave(id, rank);
         throw;
+    }
+    if (jobs_.find(id)->member_bitmap() != members_before) {  // an evicted rank came back
+        datapath_.put_job(*jobs_.find(id));
+        if (stragglers_)
+            stragglers_->pardon(id, rank);
     }
     return {{"job", describe(id)}, {"aggregator", {{"port", xagg_port_}}}};
 }

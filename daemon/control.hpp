@@ -21,7 +21,13 @@ public:
     virtual void delete_job(uint32_t job_id) = 0;
     virtual void put_member(uint32_t job_id, const Member &member) = 0;
     virtual void delete_member(uint32_t job_id, uint32_t rank) = 0;
-    virtual void clear_region(uint32_t base, uint32_t chunks) = 0;
+    // Re-dividing memory moves a job's chunks between the paths with their sums in flight, in
+    // two steps. move_to_host: the fast path stops taking the job's region (as in `job`) and
+    // its slots go to the host path, which holds (drops, counted) the job's traffic until
+    // move_to_fast: the job's new region (as in `job`) is filled with the host path's state of
+    // those chunks, the fast path takes them, and the host path serves the rest again.
+    virtual void move_to_host(const Job &job) = 0;
+    virtual void move_to_fast(const Job &job) = 0;
     virtual Counters counters() const = 0;
     // The host-side parameter server's outcomes, by the same names; zero where there is none.
     virtual Counters host_counters() const { return {}; }
@@ -40,6 +46,9 @@ public:
     std::string handle_line(const std::string &line);
     nlohmann::json handle(const nlohmann::json &request);
 
+    // Evicts these ranks (the straggler watch found them due); logs each.
+    void evict_ranks(uint32_t job_id, uint64_t ranks);
+
     uint64_t requests() const { return requests_; }
     uint64_t errors() const { return errors_; }
 
@@ -52,6 +61,9 @@ private:
     nlohmann::json show_job(const nlohmann::json &r);
     nlohmann::json stats(const nlohmann::json &r);
     nlohmann::json set_log_level(const nlohmann::json &r);
+    nlohmann::json evict(const nlohmann::json &r);
+    // Applies the table's fair layout: every job whose region changes moves.
+    void rebalance();
     nlohmann::json describe(uint32_t job_id) const;
 
     JobTable &jobs_;

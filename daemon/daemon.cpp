@@ -23,6 +23,7 @@
 #include <mutex>
 #include <fstream>
 #include <system_error>
+#include <thread>
 #include <vector>
 
 #include "control.hpp"
@@ -45,43 +46,28 @@ constexpr const char *kMapNames[] = {"jobs", "members", "slots", "counters"};
     throw std::system_error(errno, std::generic_category(), what);
 }
 
-class FastPathDatapath : public Datapath {
-public:
-    explicit FastPathDatapath(FastPath &fp) : fp_(fp) {}
-    void put_job(const Job &job) override
-    {
-        JobSpec spec;
-        spec.id = job.id;
-        spec.members = job.member_bitmap();
-        spec.region_base = job.region_base;
-        spec.region_chunks = job.region_chunks;
-        spec.host_path = job.host_path;
-        spec.fanout = job.fanout;
-        spec.group = job.group;
-        spec.group_port = job.group_port;
-        fp_.put_job(spec);
-    }
-    void delete_job(uint32_t id) override { fp_.delete_job(id); }
-    void put_member(uint32_t id, const Member &m) override
-    {
-        fp_.put_member(id, m.rank, m.addr, m.port);
-    }
-    void delete_member(uint32_t id, uint32_t rank) override { fp_.delete_member(id, rank); }
-    void clear_region(uint32_t base, uint32_t chunks) override { fp_.clear_region(base, chunks); }
-    Counters counters() const override { return fp_.counters(); }
-
-private:
-    FastPath &fp_;
-};
+JobSpec job_spec(const Job &job)
+{
+    JobSpec spec;
+    spec.id = job.id;
+    spec.members = job.member_bitmap();
+    spec.region_base = job.region_base;
+    spec.region_chunks = job.region_chunks;
+    spec.host_path = job.host_path;
+    spec.fanout = job.fanout;
+    spec.group = job.group;
+    spec.group_port = job.group_port;
+    return spec;
+}
 
 // Every change goes to the fast path's maps and to the host-side parameter server.
 class BothPaths : public Datapath {
 public:
-    BothPaths(Datapath &fast, Datapath &host) : fast_(fast), host_(host) {}
+    BothPaths(FastPath &fast, HostPs &host) : fast_(fast), host_(host) {}
     void put_job(const Job &job) override
     {
         host_.put_job(job);
-        fast_.put_job(job);
+        fast_.put_job(job_spec(job));
     }
     void delete_job(uint32_t id) override
     {
@@ -91,20 +77,40 @@ public:
     void put_member(uint32_t id, const Member &m) override
     {
         host_.put_member(id, m);
-        fast_.put_member(id, m);
+        fast_.put_member(id, m.rank, m.addr, m.port);
     }
     void delete_member(uint32_t id, uint32_t rank) override
     {
         fast_.delete_member(id, rank);
         host_.delete_member(id, rank);
     }
-    void clear_region(uint32_t base, uint32_t chunks) override { fast_.clear_region(base, chunks); }
+    void move_to_host(const Job &job) override
+    {
+        host_.hold(job.id);
+        Job none = job;
+        none.region_chunks = 0;
+        fast_.put_job(job_spec(none));
+        // A program that looked the job up before the update may still be adding into the
+        // region: XDP runs to completion in softirq within microseconds, so this wait outlasts
+        // any such packet before the slots are read.
+        std::this_thread::sleep_for(kGrace);
+        host_.import_slots(job.id, 0, fast_.slots(2 * job.region_base, 2 * job.region_chunks));
+    }
+    void move_to_fast(const Job &job) override
+    {
+        // The fast path has the job with no region here (new, or moved out): fill the new
+        // region first, then hand it the chunks.
+        fast_.write_slots(2 * job.region_base, host_.export_slots(job.id, job.region_chunks));
+        fast_.put_job(job_spec(job));
+        host_.move_to_fast(job);
+    }
     Counters counters() const override { return fast_.counters(); }
     Counters host_counters() const override { return host_.counters(); }
 
 private:
-    Datapath &fast_;
-    Datapath &host_;
+    static constexpr auto kGrace = std::chrono::milliseconds(2);
+    FastPath &fast_;
+    HostPs &host_;
 };
 
 // The job table on disk: written to a temporary file and renamed, so a crash mid-write leaves
@@ -210,10 +216,9 @@ public:
 
         in_addr group_base{};
         inet_pton(AF_INET, config_.group_base.c_str(), &group_base);
-        JobTable jobs(config_.max_chunks, config_.max_jobs, group_base);
-        FastPathDatapath fast(fp);
+        JobTable jobs(config_.max_chunks, config_.max_jobs, group_base, config_.min_job_chunks);
         HostPs host(config_.port, config_.interface, config_.host_ps_threads);
-        BothPaths datapath(fast, host);
+        BothPaths datapath(fp, host);
         if (state.exists()) {
             jobs.load_json(state.read());
             for (const auto &[id, job] : jobs.jobs())
@@ -222,10 +227,10 @@ public:
                 // The maps are new (e.g. after a reboot): write the jobs back into them. Sums in
                 // flight are lost; workers' retransmissions rebuild them.
                 for (const auto &[id, job] : jobs.jobs()) {
-                    fast.clear_region(job.region_base, job.region_chunks);
-                    fast.put_job(job);
+                    fp.clear_region(job.region_base, job.region_chunks);
+                    fp.put_job(job_spec(job));
                     for (const auto &[rank, m] : job.members)
-                        fast.put_member(id, m);
+                        fp.put_member(id, rank, m.addr, m.port);
                 }
             }
             spdlog::info("recovered {} jobs from {}{}", jobs.jobs().size(), state.path(),
@@ -281,7 +286,7 @@ public:
                 std::chrono::milliseconds(kScanIntervalMs)) {
                 last_scan = std::chrono::steady_clock::now();
                 std::lock_guard g(state_lock_);
-                scan_stragglers(jobs, fp, stragglers);
+                scan_stragglers(jobs, fp, host, stragglers, api);
             }
             if (poll(fds.data(), fds.size(), poll_ms) < 0) {
                 if (errno == EINTR)
@@ -313,25 +318,29 @@ public:
 private:
     static constexpr int kScanIntervalMs = 100;
 
-    // Fast-path slots only for now: the host parameter server's are not scanned yet.
-    static void scan_stragglers(const JobTable &jobs, const FastPath &fp, StragglerWatch &watch)
+    // Both paths' slots; then the evict policy acts on what the scan found.
+    static void scan_stragglers(const JobTable &jobs, const FastPath &fp, const HostPs &host,
+                                StragglerWatch &watch, ControlApi &api)
     {
         timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         uint64_t now = uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec);
+        auto host_slots = host.partial_slots();
+        std::map<uint32_t, uint64_t> evict;
         for (const auto &[id, job] : jobs.jobs()) {
-            if (job.region_chunks == 0)
-                continue;
-            auto slots = fp.slots(2 * job.region_base, 2 * job.region_chunks);
-            for (const auto &e : watch.scan(job, slots, now)) {
-                std::string ranks;
-                for (uint32_t r = 0; r < XAGG_MAX_WORKERS; r++)
-                    if (e.missing >> r & 1)
-                        ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
+            std::vector<SlotState> slots;
+            if (job.region_chunks)
+                slots = region_states(fp.slots(2 * job.region_base, 2 * job.region_chunks));
+            auto &more = host_slots[id];
+            slots.insert(slots.end(), more.begin(), more.end());
+            for (const auto &e : watch.scan(job, slots, now))
                 spdlog::warn("straggler: job {} chunk {} round {} has waited {} ms for rank(s) {}",
-                             e.job, e.chunk, e.round, e.waited_ms, ranks);
-            }
+                             e.job, e.chunk, e.round, e.waited_ms, ranks(e.missing).dump());
+            if (uint64_t due = watch.due_for_eviction(job))
+                evict[id] = due;
         }
+        for (const auto &[id, due] : evict)
+            api.evict_ranks(id, due);
     }
 
     bool handle_signal(int sfd)

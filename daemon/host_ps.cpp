@@ -157,6 +157,68 @@ void HostPs::delete_member(uint32_t job_id, uint32_t rank)
     });
 }
 
+void HostPs::hold(uint32_t job_id)
+{
+    publish([&](Jobs &j) { j.held.insert(job_id); });
+}
+
+void HostPs::move_to_fast(const Job &job)
+{
+    put_job(job);
+    publish([&](Jobs &j) { j.held.erase(job.id); });
+}
+
+void HostPs::import_slots(uint32_t job_id, uint32_t first_chunk,
+                          const std::vector<xagg_slot> &slots)
+{
+    for (size_t i = 0; i + 1 < slots.size(); i += 2) {
+        uint32_t chunk = first_chunk + static_cast<uint32_t>(i / 2);
+        Shard &shard = shards_[chunk % kShards];
+        std::lock_guard g(shard.lock);
+        uint64_t key = uint64_t{job_id} << 32 | chunk;
+        if (slots[i].seen == 0 && slots[i + 1].seen == 0)
+            shard.slots.erase(key);
+        else
+            shard.slots[key] = {slots[i], slots[i + 1]};
+    }
+}
+
+std::vector<xagg_slot> HostPs::export_slots(uint32_t job_id, uint32_t chunks)
+{
+    std::vector<xagg_slot> out(2 * size_t{chunks});
+    for (uint32_t chunk = 0; chunk < chunks; chunk++) {
+        Shard &shard = shards_[chunk % kShards];
+        std::lock_guard g(shard.lock);
+        auto it = shard.slots.find(uint64_t{job_id} << 32 | chunk);
+        if (it == shard.slots.end())
+            continue;
+        out[2 * size_t{chunk}] = it->second[0];
+        out[2 * size_t{chunk} + 1] = it->second[1];
+        shard.slots.erase(it);
+    }
+    return out;
+}
+
+std::map<uint32_t, std::vector<SlotState>> HostPs::partial_slots() const
+{
+    auto jobs_now = jobs();
+    std::map<uint32_t, std::vector<SlotState>> out;
+    for (const auto &shard : shards_) {
+        std::lock_guard g(shard.lock);
+        for (const auto &[key, pair] : shard.slots) {
+            auto job = jobs_now->find(static_cast<uint32_t>(key >> 32));
+            if (job == jobs_now->end())
+                continue;
+            const uint64_t members = job->second.member_bitmap();
+            for (const xagg_slot &slot : pair)
+                if (slot.seen && (slot.seen & members) != members)
+                    out[job->first].push_back({static_cast<uint32_t>(key), slot.job_id, slot.round,
+                                               slot.seen, slot.started_ns});
+        }
+    }
+    return out;
+}
+
 Counters HostPs::counters() const
 {
     Counters c{};
@@ -212,6 +274,11 @@ void HostPs::serve(int fd)
                 continue;
             }
             uint32_t chunk = be32toh(h.chunk), round = be32toh(h.round);
+            // Held, or a chunk the fast path owns (a datagram passed up before it took over).
+            if (jobs_now->held.count(job_id) || chunk < job.region_chunks) {
+                count(XAGG_CNT_DROP_MOVING);
+                continue;
+            }
             int32_t vals[XAGG_CHUNK_ELEMS];
             std::memcpy(vals, d + sizeof(h), sizeof(vals));
             __u64 seen = 0;

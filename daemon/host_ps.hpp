@@ -10,12 +10,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "control.hpp"
+#include "stragglers.hpp"
 #include "jobs.hpp"
 #include "xagg/fastpath.h"
 
@@ -34,13 +36,27 @@ public:
     void delete_job(uint32_t job_id) override;
     void put_member(uint32_t job_id, const Member &member) override;
     void delete_member(uint32_t job_id, uint32_t rank) override;
-    void clear_region(uint32_t, uint32_t) override {}
+    // Memory moves (see Datapath): the host path's half of them.
+    void move_to_host(const Job &job) override { hold(job.id); }
+    void move_to_fast(const Job &job) override;
     Counters counters() const override;
 
+    // While held, the job's datagrams are dropped (counted as drop_moving): its slots are
+    // changing hands and retransmission recovers what is dropped.
+    void hold(uint32_t job_id);
+    // Takes over slots (two per chunk, from `first_chunk` on) from the fast path.
+    void import_slots(uint32_t job_id, uint32_t first_chunk, const std::vector<xagg_slot> &slots);
+    // Hands over and forgets the slots of chunks [0, chunks): two per chunk, zero where none.
+    std::vector<xagg_slot> export_slots(uint32_t job_id, uint32_t chunks);
+    // The slots of each job that hold a round not yet complete, for the straggler watch.
+    std::map<uint32_t, std::vector<SlotState>> partial_slots() const;
+
 private:
-    using Jobs = std::map<uint32_t, Job>;
+    struct Jobs : std::map<uint32_t, Job> {
+        std::set<uint32_t> held;
+    };
     struct Shard {
-        std::mutex lock;
+        mutable std::mutex lock;
         std::unordered_map<uint64_t, std::array<xagg_slot, 2>> slots;  // key: job << 32 | chunk
     };
     static constexpr unsigned kShards = 64;

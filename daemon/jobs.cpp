@@ -30,13 +30,26 @@ in_addr parse_addr(const std::string &s)
 
 }  // namespace
 
+nlohmann::json ranks(uint64_t bitmap)
+{
+    nlohmann::json out = nlohmann::json::array();
+    for (uint32_t r = 0; r < XAGG_MAX_WORKERS; r++)
+        if (bitmap >> r & 1)
+            out.push_back(r);
+    return out;
+}
+
 const char *to_string(StragglerPolicy p)
 {
     return p == StragglerPolicy::evict ? "evict" : "wait";
 }
 
-JobTable::JobTable(uint32_t capacity_chunks, uint32_t max_jobs, in_addr group_base)
-    : capacity_chunks_(capacity_chunks), max_jobs_(max_jobs), group_base_(group_base)
+JobTable::JobTable(uint32_t capacity_chunks, uint32_t max_jobs, in_addr group_base,
+                   uint32_t min_job_chunks)
+    : capacity_chunks_(capacity_chunks),
+      max_jobs_(max_jobs),
+      min_job_chunks_(min_job_chunks),
+      group_base_(group_base)
 {
 }
 
@@ -48,24 +61,71 @@ uint32_t JobTable::used_chunks() const
     return used;
 }
 
-std::pair<uint32_t, uint32_t> JobTable::largest_free_range() const
+// Minimums first, in id order, while they fit; then the rest by weight, water-filling: a job
+// whose remaining need is below its weighted share gets exactly its need and leaves the rest to
+// the others. Host-path jobs take no fast-path memory.
+std::map<uint32_t, Region> JobTable::fair_layout() const
 {
-    std::map<uint32_t, uint32_t> taken;  // base -> length
-    for (const auto &[id, job] : jobs_)
-        if (job.region_chunks)
-            taken[job.region_base] = job.region_chunks;
-    std::pair<uint32_t, uint32_t> best{0, 0};
-    uint32_t cursor = 0;
-    auto consider = [&](uint32_t end) {
-        if (end > cursor && end - cursor > best.second)
-            best = {cursor, end - cursor};
-    };
-    for (const auto &[base, len] : taken) {
-        consider(base);
-        cursor = base + len;
+    std::map<uint32_t, uint64_t> give;
+    uint64_t left = capacity_chunks_;
+    for (const auto &[id, job] : jobs_) {
+        uint64_t minimum = job.host_path ? 0 : std::min<uint64_t>(job.chunks, min_job_chunks_);
+        give[id] = minimum <= left ? minimum : 0;
+        left -= give[id];
     }
-    consider(capacity_chunks_);
-    return best;
+    std::map<uint32_t, const Job *> open;
+    for (const auto &[id, job] : jobs_)
+        if (!job.host_path && give[id] < job.chunks)
+            open[id] = &job;
+    while (left > 0 && !open.empty()) {
+        long double weights = 0;
+        for (const auto &[id, job] : open)
+            weights += job->weight;
+        std::vector<uint32_t> satisfied;
+        for (const auto &[id, job] : open)
+            if (job->chunks - give[id] <= static_cast<long double>(left) * job->weight / weights)
+                satisfied.push_back(id);
+        if (!satisfied.empty()) {
+            for (uint32_t id : satisfied) {
+                left -= open[id]->chunks - give[id];
+                give[id] = open[id]->chunks;
+                open.erase(id);
+            }
+            continue;
+        }
+        // Nobody's need fits its share: each takes its share, rounded down; the chunks the
+        // rounding leaves go one each in id order.
+        uint64_t handed = 0;
+        for (const auto &[id, job] : open) {
+            auto share =
+                static_cast<uint64_t>(static_cast<long double>(left) * job->weight / weights);
+            give[id] += share;
+            handed += share;
+        }
+        left -= handed;
+        for (auto it = open.begin(); left > 0 && it != open.end(); ++it)
+            if (give[it->first] < it->second->chunks) {
+                give[it->first]++;
+                left--;
+            }
+        break;
+    }
+    std::map<uint32_t, Region> layout;
+    uint32_t base = 0;
+    for (const auto &[id, chunks] : give) {
+        layout[id] = chunks ? Region{base, static_cast<uint32_t>(chunks)} : Region{};
+        base += static_cast<uint32_t>(chunks);
+    }
+    return layout;
+}
+
+void JobTable::set_region(uint32_t id, Region region)
+{
+    if (uint64_t{region.base} + region.chunks > capacity_chunks_)
+        refuse("region lies beyond the fast-path capacity");
+    Job &job = get(id);
+    job.region_base = region.base;
+    job.region_chunks = std::min(region.chunks, job.chunks);
 }
 
 const Job &JobTable::create(const JobRequest &r)
@@ -81,6 +141,8 @@ const Job &JobTable::create(const JobRequest &r)
         refuse("gradient_elems is too large (at most 2^32 chunks of 256 values)");
     if (r.timeout_ms == 0)
         refuse("timeout_ms must be positive");
+    if (r.evict_after == 0)
+        refuse("evict_after must be positive");
     if (!(r.weight > 0) || r.weight > 1e6)
         refuse("weight must be in (0, 1e6]");
     uint32_t id = 0;
@@ -101,16 +163,12 @@ const Job &JobTable::create(const JobRequest &r)
     job.chunks = static_cast<uint32_t>(chunks);
     job.policy = r.policy;
     job.timeout_ms = r.timeout_ms;
+    job.evict_after = r.evict_after;
     job.weight = r.weight;
     job.host_path = r.host_path;
     job.fanout = r.fanout;
     job.group.s_addr = htonl(ntohl(group_base_.s_addr) + id);
     job.group_port = 9872;
-    if (!r.host_path) {
-        auto [base, len] = largest_free_range();
-        job.region_base = base;
-        job.region_chunks = std::min(len, job.chunks);
-    }
     return jobs_.emplace(id, job).first->second;
 }
 
@@ -151,7 +209,26 @@ const Member &JobTable::join(uint32_t id, uint32_t rank, in_addr addr, uint16_t 
         refuse("rank " + std::to_string(rank) + " is taken by " + addr_string(it->second.addr) +
                ":" + std::to_string(it->second.port) + "; leave first");
     Member m{rank, addr, port};
+    job.evicted &= ~(1ull << rank);
     return job.members[rank] = m;
+}
+
+const Job &JobTable::evict(uint32_t id, uint32_t rank)
+{
+    Job &job = get(id);
+    if (rank >= job.workers)
+        refuse("rank " + std::to_string(rank) + " is not below the job's " +
+               std::to_string(job.workers) + " workers");
+    uint64_t bit = 1ull << rank;
+    if (!(job.member_bitmap() & bit))
+        refuse("rank " + std::to_string(rank) + " of job " + std::to_string(id) +
+               " is already evicted");
+    if (job.member_bitmap() == bit)
+        refuse("rank " + std::to_string(rank) + " is the last of job " + std::to_string(id));
+    job.evicted |= bit;
+    job.evictions++;
+    job.members.erase(rank);
+    return job;
 }
 
 void JobTable::leave(uint32_t id, uint32_t rank)
@@ -177,6 +254,9 @@ nlohmann::json JobTable::to_json() const
                        {"host_path_chunks", j.chunks - j.region_chunks},
                        {"policy", to_string(j.policy)},
                        {"timeout_ms", j.timeout_ms},
+                       {"evict_after", j.evict_after},
+                       {"evicted_ranks", ranks(j.evicted)},
+                       {"evictions", j.evictions},
                        {"weight", j.weight},
                        {"host_path", j.host_path},
                        {"fanout", j.fanout},
@@ -202,6 +282,11 @@ void JobTable::load_json(const nlohmann::json &saved)
             job.policy = j.at("policy").get<std::string>() == "evict" ? StragglerPolicy::evict
                                                                       : StragglerPolicy::wait;
             job.timeout_ms = j.at("timeout_ms").get<uint32_t>();
+            job.evict_after = j.value("evict_after", 3u);
+            for (uint32_t r : j.value("evicted_ranks", std::vector<uint32_t>{}))
+                if (r < XAGG_MAX_WORKERS)
+                    job.evicted |= 1ull << r;
+            job.evictions = j.value("evictions", uint64_t{0});
             job.weight = j.at("weight").get<double>();
             job.host_path = j.at("host_path").get<bool>();
             job.fanout = j.at("fanout").get<bool>();

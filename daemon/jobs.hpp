@@ -30,6 +30,7 @@ struct JobRequest {
     uint64_t gradient_elems = 0;  // int32 values per all-reduce
     StragglerPolicy policy = StragglerPolicy::wait;
     uint32_t timeout_ms = 1000;  // a slot partial this long is a straggler event
+    uint32_t evict_after = 3;    // under `evict`: consecutive timeouts before a rank is removed
     double weight = 1.0;         // share of fast-path memory relative to other jobs
     bool host_path = false;      // all chunks to the host-side parameter server
     bool fanout = false;         // unicast fan-out instead of multicast results
@@ -44,6 +45,9 @@ struct Job {
     uint32_t region_chunks = 0;  // chunks on the fast path; the rest go to the host path
     StragglerPolicy policy = StragglerPolicy::wait;
     uint32_t timeout_ms = 0;
+    uint32_t evict_after = 3;
+    uint64_t evicted = 0;    // ranks removed by the evict policy; results no longer wait for them
+    uint64_t evictions = 0;  // how many times a rank of this job was evicted
     double weight = 1.0;
     bool host_path = false;
     bool fanout = false;
@@ -51,18 +55,40 @@ struct Job {
     uint16_t group_port = 0;
     std::map<uint32_t, Member> members;  // by rank
 
-    uint64_t member_bitmap() const { return workers == 64 ? ~0ull : (1ull << workers) - 1; }
+    uint64_t all_ranks() const { return workers == 64 ? ~0ull : (1ull << workers) - 1; }
+    // The ranks whose contributions complete a chunk.
+    uint64_t member_bitmap() const { return all_ranks() & ~evicted; }
+};
+
+// A job's share of fast-path memory: chunks [0, chunks) of the job live in slots of chunks
+// [base, base + chunks).
+struct Region {
+    uint32_t base = 0;
+    uint32_t chunks = 0;
+    bool operator==(const Region &) const = default;
 };
 
 class JobTable {
 public:
-    JobTable(uint32_t capacity_chunks, uint32_t max_jobs, in_addr group_base);
+    // Every job that wants fast-path memory is guaranteed min(its chunks, min_job_chunks) of it
+    // as long as those minimums fit in the capacity (see fair_layout).
+    JobTable(uint32_t capacity_chunks, uint32_t max_jobs, in_addr group_base,
+             uint32_t min_job_chunks = 256);
 
-    // Each throws std::invalid_argument with a message for the API client.
+    // Each throws std::invalid_argument with a message for the API client. A new job has no
+    // fast-path memory until the caller applies a fair_layout().
     const Job &create(const JobRequest &request);
     void remove(uint32_t id);
+    // Joining clears an eviction of that rank: it is a member again.
     const Member &join(uint32_t id, uint32_t rank, in_addr addr, uint16_t port);
     void leave(uint32_t id, uint32_t rank);
+    // Removes a rank from the job's members and from the ranks a chunk waits for.
+    const Job &evict(uint32_t id, uint32_t rank);
+
+    // The weighted fair division of fast-path memory between the current jobs, packed in id
+    // order. Deterministic: the same jobs always get the same layout.
+    std::map<uint32_t, Region> fair_layout() const;
+    void set_region(uint32_t id, Region region);
 
     const Job *find(uint32_t id) const;
     const std::map<uint32_t, Job> &jobs() const { return jobs_; }
@@ -74,16 +100,17 @@ public:
     void load_json(const nlohmann::json &saved);
 
 private:
-    // The longest free run of fast-path chunks, as (base, length).
-    std::pair<uint32_t, uint32_t> largest_free_range() const;
     Job &get(uint32_t id);
 
     uint32_t capacity_chunks_;
     uint32_t max_jobs_;
+    uint32_t min_job_chunks_;
     in_addr group_base_;
     std::map<uint32_t, Job> jobs_;
 };
 
 const char *to_string(StragglerPolicy p);
+// A rank bitmap as a JSON array of ranks, lowest first.
+nlohmann::json ranks(uint64_t bitmap);
 
 }  // namespace xagg::daemon

@@ -100,6 +100,19 @@ std::string render_metrics(const MetricsSnapshot &s)
         for (const auto &[job, n] : s.straggler_events)
             f.sample("job=\"" + std::to_string(job) + "\"", n);
     }
+    {
+        Family f(out, "xagg_evictions_total", "counter",
+                 "Ranks removed from a job by its evict straggler policy (or over the API).");
+        for (const auto &j : s.jobs)
+            f.sample("job=\"" + std::to_string(j.id) + "\"", j.evictions);
+    }
+    {
+        Family f(out, "xagg_job_evicted_ranks", "gauge",
+                 "Ranks of a job currently evicted: its results carry the others' sums.");
+        for (const auto &j : s.jobs)
+            f.sample("job=\"" + std::to_string(j.id) + "\"",
+                     uint64_t(__builtin_popcountll(j.evicted)));
+    }
     uint64_t slot_bytes = 2 * sizeof(xagg_slot);
     Family(out, "xagg_fastpath_memory_bytes", "gauge",
            "Fast-path map memory for chunk slots: capacity, and assigned to jobs.")

@@ -3,6 +3,7 @@
 // names the ranks it waits for. Pure logic over slot snapshots; the daemon feeds it periodically.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -14,6 +15,18 @@
 #include "xagg/fastpath.h"
 
 namespace xagg::daemon {
+
+// What a scan needs of a slot (of either path): whose round it is and who is in it.
+struct SlotState {
+    uint32_t chunk = 0;  // the job's chunk index
+    uint32_t job_id = 0;
+    uint32_t round = 0;
+    uint64_t seen = 0;
+    uint64_t started_ns = 0;
+};
+
+// The states of a fast-path region's slots (two per chunk, chunk 0 first).
+std::vector<SlotState> region_states(const std::vector<xagg_slot> &slots);
 
 struct StragglerEvent {
     uint32_t job = 0;
@@ -27,11 +40,17 @@ class StragglerWatch {
 public:
     static constexpr size_t kRecent = 16;
 
-    // `slots` are the job's region, two per chunk (even round, odd round). Returns the events
-    // that are new since the previous scan: each overdue chunk-round is reported once.
-    std::vector<StragglerEvent> scan(const Job &job, const std::vector<xagg_slot> &slots,
+    // `slots` are the job's partial or complete slots on both paths. Returns the events that
+    // are new since the previous scan: each overdue chunk-round is reported once.
+    std::vector<StragglerEvent> scan(const Job &job, const std::vector<SlotState> &slots,
                                      uint64_t now_ns);
     void forget(uint32_t job);
+    // After a job's scan: its ranks that have been missing for `evict_after` consecutive
+    // timeouts (a rank earns one strike per timeout_ms it keeps an overdue round waiting, and
+    // loses them all at the first scan it keeps none waiting). Only under the evict policy.
+    uint64_t due_for_eviction(const Job &job) const;
+    // Clears a rank's strikes (after it was evicted, or when it joins again).
+    void pardon(uint32_t job, uint32_t rank);
 
     const std::deque<StragglerEvent> &recent(uint32_t job) const;
     uint64_t total(uint32_t job) const;
@@ -41,6 +60,8 @@ private:
         std::set<std::pair<uint32_t, uint32_t>> overdue;  // (chunk, round) seen overdue last scan
         std::deque<StragglerEvent> recent;
         uint64_t total = 0;
+        std::array<uint32_t, XAGG_MAX_WORKERS> strikes{};
+        std::array<uint64_t, XAGG_MAX_WORKERS> last_strike_ns{};
     };
     std::map<uint32_t, PerJob> jobs_;
 };

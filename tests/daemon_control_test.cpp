@@ -29,9 +29,12 @@ public:
     {
         log.push_back("delete_member " + std::to_string(id) + ":" + std::to_string(rank));
     }
-    void clear_region(uint32_t base, uint32_t chunks) override
+    void move_to_host(const Job &job) override { log.push_back("move_to_host " + region(job)); }
+    void move_to_fast(const Job &job) override { log.push_back("move_to_fast " + region(job)); }
+    static std::string region(const Job &job)
     {
-        log.push_back("clear " + std::to_string(base) + "+" + std::to_string(chunks));
+        return std::to_string(job.id) + " " + std::to_string(job.region_base) + "+" +
+               std::to_string(job.region_chunks);
     }
     Counters counters() const override
     {
@@ -95,26 +98,84 @@ TEST_F(ControlTest, CreateJoinShowLeaveDelete)
     EXPECT_EQ(call(R"({"op":"delete_job","job":1})")["ok"], true);
     EXPECT_EQ(call(R"({"op":"list_jobs"})")["jobs"].size(), 0u);
     EXPECT_EQ(dp_.log, (std::vector<std::string>{
-                           "clear 0+4", "put_job 1", "put_member 1:0 10.0.0.1:9872",
+                           "put_job 1", "move_to_fast 1 0+4", "put_member 1:0 10.0.0.1:9872",
                            "put_member 1:0 10.0.0.1:9872", "delete_member 1:0", "delete_job 1"}));
     EXPECT_EQ(saves_, 5);  // every change, and only changes, is persisted
 }
 
-TEST_F(ControlTest, MemoryBeyondTheBudgetGoesToTheHostPath)
+TEST_F(ControlTest, MemoryIsRedividedByWeightAsJobsComeAndGo)
 {
-    // 1000 chunks of capacity: the first job takes 600, the second gets the 400 left.
+    // 1000 chunks of capacity, 256 guaranteed per job. Alone, a 600-chunk job gets all it needs.
     call(R"({"op":"create_job","workers":2,"gradient_elems":153600})");
-    json r = call(R"({"op":"create_job","workers":2,"gradient_elems":153600})");
-    EXPECT_EQ(r["job"]["region_base"], 600);
+    EXPECT_EQ(call(R"({"op":"show_job","job":1})")["job"]["fast_path_chunks"], 600);
+    // A second one of weight 3: both get 256, the 488 left are shared 1:3. Job 2's 344 more
+    // fit in its 366; job 1 gets the other 144. Job 1 moves out and back in, smaller.
+    dp_.log.clear();
+    json r = call(R"({"op":"create_job","workers":2,"gradient_elems":153600,"weight":3})");
+    EXPECT_EQ(r["job"]["region_base"], 400);
+    EXPECT_EQ(r["job"]["fast_path_chunks"], 600);
+    EXPECT_EQ(r["job"]["host_path_chunks"], 0);
+    r = call(R"({"op":"show_job","job":1})");
     EXPECT_EQ(r["job"]["fast_path_chunks"], 400);
     EXPECT_EQ(r["job"]["host_path_chunks"], 200);
+    EXPECT_EQ(dp_.log,
+              (std::vector<std::string>{"put_job 2", "move_to_host 1 0+600", "move_to_fast 1 0+400",
+                                        "move_to_fast 2 400+600"}));
     EXPECT_EQ(call(R"({"op":"stats"})")["fast_path_chunks_used"], 1000);
-    // Deleting the first frees its range for the next job.
-    call(R"({"op":"delete_job","job":1})");
-    r = call(R"({"op":"create_job","workers":1,"gradient_elems":256})");
-    EXPECT_EQ(r["job"]["id"], 1);
-    EXPECT_EQ(r["job"]["region_base"], 0);
-    EXPECT_EQ(r["job"]["fast_path_chunks"], 1);
+    // A host-path job takes no memory and moves nobody.
+    dp_.log.clear();
+    call(R"({"op":"create_job","workers":1,"gradient_elems":256,"host_path":true})");
+    EXPECT_EQ(dp_.log, (std::vector<std::string>{"put_job 3"}));
+    // Job 2 leaves: job 1 grows back into its memory.
+    dp_.log.clear();
+    call(R"({"op":"delete_job","job":2})");
+    EXPECT_EQ(dp_.log, (std::vector<std::string>{"delete_job 2", "move_to_host 1 0+400",
+                                                 "move_to_fast 1 0+600"}));
+}
+
+TEST(FairLayoutTest, MinimumsWhileTheyFitThenWeightedShares)
+{
+    in_addr group{};
+    inet_pton(AF_INET, "239.77.0.0", &group);
+    JobTable table(1000, 8, group, 256);
+    for (int i = 0; i < 5; i++) {
+        JobRequest r;
+        r.workers = 2;
+        r.gradient_elems = 1000 * 256;
+        table.create(r);
+    }
+    // Three minimums fit (768); the 232 left go 46 each, the 2 the rounding leaves to jobs 1, 2.
+    auto layout = table.fair_layout();
+    EXPECT_EQ(layout[1], (Region{0, 303}));
+    EXPECT_EQ(layout[2], (Region{303, 303}));
+    EXPECT_EQ(layout[3], (Region{606, 302}));
+    EXPECT_EQ(layout[4], (Region{908, 46}));
+    EXPECT_EQ(layout[5], (Region{954, 46}));
+}
+
+TEST_F(ControlTest, EvictedRankIsNoLongerWaitedForUntilItJoinsAgain)
+{
+    call(R"({"op":"create_job","workers":3,"gradient_elems":256,"policy":"evict"})");
+    for (int rank = 0; rank < 3; rank++)
+        call(R"({"op":"join","job":1,"rank":)" + std::to_string(rank) +
+             R"(,"addr":"10.0.0.1","port":)" + std::to_string(9000 + rank) + "}");
+    dp_.log.clear();
+    json r = call(R"({"op":"evict","job":1,"rank":2})");
+    ASSERT_EQ(r["ok"], true) << r;
+    EXPECT_EQ(r["job"]["evicted_ranks"], json::parse("[2]"));
+    EXPECT_EQ(r["job"]["evictions"], 1);
+    EXPECT_EQ(r["job"]["members"].size(), 2u);
+    EXPECT_EQ(jobs_.find(1)->member_bitmap(), 0b011u);
+    EXPECT_EQ(dp_.log, (std::vector<std::string>{"delete_member 1:2", "put_job 1"}));
+    expect_refused(R"({"op":"evict","job":1,"rank":2})", "rank 2 of job 1 is already evicted");
+    EXPECT_EQ(call(R"({"op":"evict","job":1,"rank":1})")["ok"], true);
+    expect_refused(R"({"op":"evict","job":1,"rank":0})", "rank 0 is the last of job 1");
+    // Rank 2 comes back: chunks wait for it again.
+    dp_.log.clear();
+    r = call(R"({"op":"join","job":1,"rank":2,"addr":"10.0.0.1","port":9002})");
+    EXPECT_EQ(r["job"]["evicted_ranks"], json::parse("[1]"));
+    EXPECT_EQ(jobs_.find(1)->member_bitmap(), 0b101u);
+    EXPECT_EQ(dp_.log, (std::vector<std::string>{"put_member 1:2 10.0.0.1:9002", "put_job 1"}));
 }
 
 TEST_F(ControlTest, BadRequestsAreRefusedAndChangeNothing)

@@ -38,14 +38,14 @@ TEST(StragglerWatchTest, OverduePartialRoundsAreReportedOnceWithTheMissingRanks)
     slots[3] = slot(4, 1, 0b001, 1050 * kMs);  // chunk 1, round 1: ranks 1 and 2 missing
     StragglerWatch watch;
 
-    EXPECT_TRUE(watch.scan(job, slots, 1099 * kMs).empty()) << "not overdue yet";
-    auto events = watch.scan(job, slots, 1120 * kMs);
+    EXPECT_TRUE(watch.scan(job, region_states(slots), 1099 * kMs).empty()) << "not overdue yet";
+    auto events = watch.scan(job, region_states(slots), 1120 * kMs);
     ASSERT_EQ(events.size(), 1u);
     EXPECT_EQ(events[0].chunk, 0u);
     EXPECT_EQ(events[0].round, 6u);
     EXPECT_EQ(events[0].missing, 0b100u);
     EXPECT_EQ(events[0].waited_ms, 120u);
-    events = watch.scan(job, slots, 1200 * kMs);
+    events = watch.scan(job, region_states(slots), 1200 * kMs);
     ASSERT_EQ(events.size(), 1u) << "chunk 0 is not reported again; chunk 1 is now overdue";
     EXPECT_EQ(events[0].chunk, 1u);
     EXPECT_EQ(events[0].missing, 0b110u);
@@ -53,9 +53,9 @@ TEST(StragglerWatchTest, OverduePartialRoundsAreReportedOnceWithTheMissingRanks)
 
     // The straggler arrives; later the next round of chunk 0 stalls: a new event.
     slots[0] = slot(4, 6, 0b111, 1000 * kMs);
-    EXPECT_TRUE(watch.scan(job, slots, 1300 * kMs).empty());
+    EXPECT_TRUE(watch.scan(job, region_states(slots), 1300 * kMs).empty());
     slots[0] = slot(4, 8, 0b110, 1300 * kMs);
-    events = watch.scan(job, slots, 1500 * kMs);
+    events = watch.scan(job, region_states(slots), 1500 * kMs);
     ASSERT_EQ(events.size(), 1u);
     EXPECT_EQ(events[0].round, 8u);
     EXPECT_EQ(events[0].missing, 0b001u);
@@ -69,7 +69,29 @@ TEST(StragglerWatchTest, OtherJobsSlotsAndUnusedSlotsAreIgnored)
     Job job = three_workers();
     std::vector<xagg_slot> slots = {slot(9, 0, 0b001, 0), slot(4, 0, 0, 0)};
     StragglerWatch watch;
-    EXPECT_TRUE(watch.scan(job, slots, 10000 * kMs).empty());
+    EXPECT_TRUE(watch.scan(job, region_states(slots), 10000 * kMs).empty());
+}
+
+TEST(StragglerWatchTest, EvictPolicyNamesARankAfterItsConsecutiveTimeouts)
+{
+    Job job = three_workers();
+    job.policy = StragglerPolicy::evict;
+    job.evict_after = 3;
+    // Host-path slots of chunks 40 and 41: rank 2 missing in both, rank 1 only in chunk 41.
+    std::vector<SlotState> slots = {{40, 4, 0, 0b011, 0}, {41, 4, 0, 0b001, 0}};
+    StragglerWatch watch;
+    EXPECT_EQ(watch.scan(job, slots, 100 * kMs).size(), 2u);  // strike 1 for ranks 1 and 2
+    EXPECT_EQ(watch.due_for_eviction(job), 0u);
+    watch.scan(job, slots, 150 * kMs);  // less than a timeout later: no new strike
+    watch.scan(job, slots, 200 * kMs);  // strike 2
+    slots.pop_back();                   // rank 1 catches up: its strikes are gone
+    watch.scan(job, slots, 300 * kMs);  // strike 3 for rank 2
+    EXPECT_EQ(watch.due_for_eviction(job), 0b100u);
+    Job waiting = job;
+    waiting.policy = StragglerPolicy::wait;
+    EXPECT_EQ(watch.due_for_eviction(waiting), 0u) << "wait never evicts";
+    watch.pardon(4, 2);
+    EXPECT_EQ(watch.due_for_eviction(job), 0u);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -131,13 +132,15 @@ protected:
         std::filesystem::remove_all(bpffs_);
     }
 
-    std::string write_config(const Topology &topo, uint32_t max_chunks = 4096) const
+    std::string write_config(const Topology &topo, uint32_t max_chunks = 4096,
+                             uint32_t min_job_chunks = 256) const
     {
         std::string path = dir_ + "/xaggd.conf";
         std::ofstream(path) << "# written by the integration test\n"
                             << "interface = eth0\n"
                             << "netns = " << topo.agg() << "\n"
                             << "max_chunks = " << max_chunks << "\n"
+                            << "min_job_chunks = " << min_job_chunks << "\n"
                             << "bpffs_dir = " << bpffs_ << "\n"
                             << "state_dir = " << dir_ << "/state\n"
                             << "control_socket = " << socket_ << "\n"
@@ -200,6 +203,7 @@ protected:
             json out = json::parse(p->output());
             EXPECT_EQ(out["verified"], results) << out;
             EXPECT_EQ(out["mismatches"], 0) << out;
+            EXPECT_EQ(out["partial"], 0) << out;
             if (digest.empty())
                 digest = out["digest"];
             EXPECT_EQ(out["digest"], digest) << "workers disagree";
@@ -356,6 +360,114 @@ TEST_F(DaemonIntegration, StragglerIsReportedByRankAndNoPartialSumIsSent)
     EXPECT_EQ(stats["counters"]["completed"], 0) << stats;
     EXPECT_EQ(sample(scrape(topo), "xagg_straggler_events_total{job=\"7\"}"), kChunks);
     EXPECT_NE(daemon->output().find("has waited"), std::string::npos);
+}
+
+TEST_F(DaemonIntegration, EvictedStragglerIsRemovedAndTheJobCompletesWithTheOthers)
+{
+    constexpr unsigned kWorkers = 3;
+    constexpr uint32_t kChunks = 4, kRounds = 6, kStragglerRounds = 2;
+    Topology topo("e", kWorkers);
+    // Two chunks of fast-path memory: chunks 0-1 on the fast path, 2-3 on the host path.
+    auto daemon = start_daemon(write_config(topo, 2), "xaggd.log");
+    json r = control(socket_, {{"op", "create_job"},
+                               {"id", kJob},
+                               {"workers", kWorkers},
+                               {"gradient_elems", kChunks * 256},
+                               {"policy", "evict"},
+                               {"timeout_ms", 100},
+                               {"evict_after", 2}});
+    ASSERT_EQ(r["ok"], true) << r;
+    ASSERT_EQ(r["job"]["fast_path_chunks"], 2) << r;
+    for (unsigned rank = 0; rank < kWorkers; rank++)
+        control(socket_, {{"op", "join"},
+                          {"job", kJob},
+                          {"rank", rank},
+                          {"addr", worker_addr(rank)},
+                          {"port", 9872}});
+    // Rank 2 does two rounds and is gone; the others do six.
+    WorkerRun run = worker_run(kJob, kWorkers, kChunks, kRounds, "239.77.0.7");
+    std::vector<std::unique_ptr<Process>> procs;
+    for (unsigned rank = 0; rank < kWorkers; rank++) {
+        WorkerRun mine = run;
+        mine.rounds = rank == 2 ? kStragglerRounds : kRounds;
+        procs.push_back(
+            start_demo_worker(topo, mine, rank, dir_ + "/worker" + std::to_string(rank) + ".json"));
+    }
+    for (unsigned rank = 0; rank < kWorkers; rank++) {
+        ASSERT_EQ(procs[rank]->wait(60s), 0) << procs[rank]->output();
+        json out = json::parse(procs[rank]->output());
+        uint32_t rounds = rank == 2 ? kStragglerRounds : kRounds;
+        EXPECT_EQ(out["verified"], rounds * kChunks) << out;
+        EXPECT_EQ(out["mismatches"], 0) << out;
+        // Every result after the eviction says it lacks rank 2, and is exact without it.
+        EXPECT_EQ(out["partial"], rank == 2 ? 0 : (kRounds - kStragglerRounds) * kChunks) << out;
+    }
+    json job = control(socket_, {{"op", "show_job"}, {"job", kJob}})["job"];
+    EXPECT_EQ(job["evicted_ranks"], json::array({2})) << job;
+    EXPECT_EQ(job["evictions"], 1) << job;
+    EXPECT_EQ(job["members"].size(), 2u) << job;
+    // Round 2 stalled on both paths, each chunk reported once, naming rank 2.
+    std::set<uint32_t> chunks;
+    for (const auto &e : job["straggler_events"]) {
+        EXPECT_EQ(e["missing_ranks"], json::array({2})) << e;
+        EXPECT_EQ(e["round"], kStragglerRounds) << e;
+        chunks.insert(e["chunk"].get<uint32_t>());
+    }
+    EXPECT_EQ(chunks, (std::set<uint32_t>{0, 1, 2, 3})) << job;
+    std::string metrics = scrape(topo);
+    EXPECT_EQ(sample(metrics, "xagg_evictions_total{job=\"7\"}"), 1u) << metrics;
+    EXPECT_EQ(sample(metrics, "xagg_job_evicted_ranks{job=\"7\"}"), 1u) << metrics;
+    EXPECT_NE(daemon->output().find("evicted rank 2 from job 7"), std::string::npos);
+}
+
+TEST_F(DaemonIntegration, MemoryMovesBetweenLiveJobsAndEverySumStaysExact)
+{
+    constexpr uint32_t kChunks = 48, kRoundsA = 5000, kRoundsB = 300;
+    Topology topo("m", 4);
+    // 64 chunks, 16 guaranteed per job: job 7 alone holds all its 48; with job 8 beside it each
+    // gets 32, and job 7 grows back when job 8 is deleted. Both moves happen under traffic.
+    auto daemon = start_daemon(write_config(topo, 64, 16), "xaggd.log");
+    auto create = [&](uint32_t id, unsigned first_host) {
+        json r = control(
+            socket_,
+            {{"op", "create_job"}, {"id", id}, {"workers", 2}, {"gradient_elems", kChunks * 256}});
+        EXPECT_EQ(r["ok"], true) << r;
+        for (unsigned rank = 0; rank < 2; rank++)
+            EXPECT_EQ(control(socket_, {{"op", "join"},
+                                        {"job", id},
+                                        {"rank", rank},
+                                        {"addr", worker_addr(first_host + rank)},
+                                        {"port", 9872}})["ok"],
+                      true);
+    };
+    auto fast_chunks = [&](uint32_t id) {
+        return control(socket_, {{"op", "show_job"}, {"job", id}})["job"]["fast_path_chunks"];
+    };
+    create(7, 0);
+    EXPECT_EQ(fast_chunks(7), 48);
+    std::filesystem::create_directories(dir_ + "/a");
+    auto a =
+        start_demo_workers(topo, worker_run(7, 2, kChunks, kRoundsA, "239.77.0.7"), dir_ + "/a");
+    std::this_thread::sleep_for(300ms);
+    create(8, 2);
+    EXPECT_EQ(fast_chunks(7), 32);
+    EXPECT_EQ(fast_chunks(8), 32);
+    WorkerRun run_b = worker_run(8, 2, kChunks, kRoundsB, "239.77.0.8");
+    run_b.first_host = 2;
+    std::filesystem::create_directories(dir_ + "/b");
+    auto b = start_demo_workers(topo, run_b, dir_ + "/b");
+    expect_all_exact(b, uint64_t{kRoundsB} * kChunks);
+    EXPECT_EQ(a[0]->running(), true) << "job 7 ended before the second move";
+    EXPECT_EQ(control(socket_, {{"op", "delete_job"}, {"job", 8}})["ok"], true);
+    EXPECT_EQ(fast_chunks(7), 48);
+    expect_all_exact(a, uint64_t{kRoundsA} * kChunks);
+    // Each chunk-round completed exactly once, on one path or the other.
+    json stats = control(socket_, {{"op", "stats"}});
+    EXPECT_EQ(stats["counters"]["completed"].get<uint64_t>() +
+                  stats["host_counters"]["completed"].get<uint64_t>(),
+              uint64_t{kRoundsA + kRoundsB} * kChunks)
+        << stats;
+    EXPECT_GT(stats["host_counters"]["completed"], 0) << stats;
 }
 
 TEST_F(DaemonIntegration, BadConfigLineIsRefusedWithFileAndLine)

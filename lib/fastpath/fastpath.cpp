@@ -61,6 +61,7 @@ const char *counter_name(enum xagg_counter c)
     case XAGG_CNT_RESENT: return "resent";
     case XAGG_CNT_DROP_STALE_ROUND: return "drop_stale_round";
     case XAGG_CNT_DROP_BAD_EXPONENT: return "drop_bad_exponent";
+    case XAGG_CNT_DROP_MOVING: return "drop_moving";
     case XAGG_CNT_COMPLETED_FANOUT: return "completed_fanout";
     case XAGG_CNT_FANOUT_COPIES: return "fanout_copies";
     case XAGG_CNT_FANOUT_FAILED: return "fanout_failed";
@@ -343,6 +344,20 @@ std::vector<xagg_slot> FastPath::slots(uint32_t first, uint32_t count) const
             fail(errno, "reading slot " + std::to_string(key));
     }
     return out;
+}
+
+void FastPath::write_slots(uint32_t first, const std::vector<xagg_slot> &values)
+{
+    ensure_loaded();
+    if (uint64_t{first} + values.size() > 2ull * config_.max_chunks)
+        throw std::invalid_argument("slot range beyond the map");
+    int fd = bpf_map__fd(skel_->maps.slots);
+    for (uint32_t i = 0; i < values.size(); i++) {
+        uint32_t key = first + i;
+        // BPF_F_LOCK: copied under the slot's lock, which itself is left alone.
+        if (bpf_map_update_elem(fd, &key, &values[i], BPF_F_LOCK) != 0)
+            fail(errno, "writing slot " + std::to_string(key));
+    }
 }
 
 int FastPath::prog_fd() const

@@ -78,6 +78,8 @@ public:
     xagg_slot slot(uint32_t index) const;
     // Slots [first, first + count), each read under its lock.
     std::vector<xagg_slot> slots(uint32_t first, uint32_t count) const;
+    // Overwrites slots [first, first + values.size()), each under its lock.
+    void write_slots(uint32_t first, const std::vector<xagg_slot> &values);
 
     int prog_fd() const;         // the XDP program
     int fanout_prog_fd() const;  // the TC ingress program that copies results per member

@@ -21,6 +21,7 @@ struct WorkerRun {
     uint32_t timeout_ms = 20;
     uint32_t max_retries = 500;
     uint64_t seed = 42;
+    unsigned first_host = 0;  // rank r runs in worker namespace first_host + r
 };
 
 inline WorkerRun worker_run(uint32_t job, unsigned workers, uint32_t chunks, uint32_t rounds,
@@ -42,11 +43,11 @@ inline std::unique_ptr<Process> start_demo_worker(const Topology &topo, const Wo
     return std::make_unique<Process>(
         std::vector<std::string>{XAGG_BINARY_DIR "/tools/xagg-demo-worker",
                                  "--netns",
-                                 topo.worker(rank),
+                                 topo.worker(run.first_host + rank),
                                  "--aggregator",
                                  kAggAddr,
                                  "--local",
-                                 worker_addr(rank),
+                                 worker_addr(run.first_host + rank),
                                  "--group",
                                  run.group,
                                  "--group-port",

@@ -51,6 +51,15 @@ public:
 
     void signal(int sig) const { kill(pid_, sig); }
 
+    // Whether it has not exited yet (without reaping it: wait() still gets its status).
+    bool running() const
+    {
+        siginfo_t info{};
+        return !exited_ &&
+               waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+               info.si_pid == 0;
+    }
+
     // Exit code, or -1 if it did not exit in time (it is then killed), or 128+N on signal N.
     int wait(std::chrono::milliseconds timeout)
     {
