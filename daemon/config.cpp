@@ -9,6 +9,23 @@
 
 namespace xagg::daemon {
 
+namespace {
+
+// HOST:PORT, or empty.
+std::string host_port_or_empty(const std::string &v)
+{
+    size_t colon = v.rfind(':');
+    if (v.empty())
+        return {};
+    if (colon == std::string::npos || colon + 1 == v.size() || colon + 6 < v.size() ||
+        v.find_first_not_of("0123456789", colon + 1) != std::string::npos ||
+        std::stoul(v.substr(colon + 1)) > 65535)
+        return "must be HOST:PORT";
+    return {};
+}
+
+}  // namespace
+
 std::unique_ptr<CLI::App> make_cli(Config &c)
 {
     auto app = std::make_unique<CLI::App>(
@@ -19,6 +36,11 @@ std::unique_ptr<CLI::App> make_cli(Config &c)
     app->set_config("--config", "", "Config file (TOML-style key = value lines)");
     app->allow_config_extras(CLI::config_extras_mode::error);
     app->add_option("--interface", c.interface, "NIC to attach the XDP fast path to");
+    app->add_option("--datapath", c.datapath,
+                    "xdp: the XDP fast path with the host parameter server behind it; host: the "
+                    "host parameter server alone, for nodes where XDP cannot attach")
+        ->check(CLI::IsMember({"xdp", "host"}))
+        ->capture_default_str();
     app->add_option("--xdp_mode", c.xdp_mode,
                     "XDP attach mode; skb only where the driver lacks native XDP")
         ->check(CLI::IsMember({"native", "skb"}))
@@ -62,17 +84,14 @@ std::unique_ptr<CLI::App> make_cli(Config &c)
         ->capture_default_str();
     app->add_option("--metrics_address", c.metrics_address,
                     "HOST:PORT of the Prometheus /metrics endpoint; empty turns it off")
-        ->check([](const std::string &v) {
-            size_t colon = v.rfind(':');
-            if (v.empty())
-                return std::string();
-            if (colon == std::string::npos || colon + 1 == v.size() ||
-                v.find_first_not_of("0123456789", colon + 1) != std::string::npos ||
-                std::stoul(v.substr(colon + 1)) > 65535)
-                return std::string("must be HOST:PORT");
-            return std::string();
-        })
+        ->check(host_port_or_empty)
         ->capture_default_str();
+    app->add_option("--control_tcp_address", c.control_tcp_address,
+                    "HOST:PORT of the control API over TCP, for workers on other hosts; empty "
+                    "turns it off. Requests must carry the token of control_token_file")
+        ->check(host_port_or_empty);
+    app->add_option("--control_token_file", c.control_token_file,
+                    "File whose first line is the token TCP requests must carry");
     app->add_option("--host_ps_threads", c.host_ps_threads,
                     "Threads of the host-side parameter server")
         ->check(CLI::Range(1u, 64u))
@@ -133,6 +152,10 @@ std::vector<std::string> check_config(const Config &c)
         problems.push_back("state_dir: must be an absolute path");
     if (c.control_socket.empty() || c.control_socket[0] != '/')
         problems.push_back("control_socket: must be an absolute path");
+    if (!c.control_tcp_address.empty() && c.control_token_file.empty())
+        problems.push_back(
+            "control_tcp_address: needs control_token_file (the API is not "
+            "offered over TCP without a token)");
     return problems;
 }
 

@@ -16,6 +16,7 @@ namespace xagg::daemon {
 
 struct Config {
     std::string interface;                       // NIC to attach the fast path to
+    std::string datapath = "xdp";                // xdp (fast path + host PS) | host (host PS only)
     std::string xdp_mode = "native";             // native | skb
     uint16_t port = 9871;                        // UDP port of xagg traffic
     uint32_t max_chunks = 65536;                 // fast-path capacity, in 1 KiB chunks
@@ -24,8 +25,10 @@ struct Config {
     std::string bpffs_dir = "/sys/fs/bpf/xagg";  // where maps are pinned
     std::string state_dir = "/var/lib/xagg";     // job table kept across restarts
     std::string control_socket = "/run/xagg/xaggd.sock";
-    std::string control_socket_mode = "0660";        // octal file mode of the socket
-    std::string group_base = "239.77.0.0";           // job N's results go to group_base + N
+    std::string control_socket_mode = "0660";  // octal file mode of the socket
+    std::string control_tcp_address;        // HOST:PORT of the API for remote workers; empty: off
+    std::string control_token_file;         // file holding the token TCP requests must carry
+    std::string group_base = "239.77.0.0";  // job N's results go to group_base + N
     std::string metrics_address = "127.0.0.1:9873";  // Prometheus /metrics; empty: off
     unsigned host_ps_threads = 2;                    // threads of the host-side parameter server
     std::string log_level = "info";                  // trace | debug | info | warn | error

@@ -63,6 +63,16 @@ std::string text(const json &r, const char *field)
     return r.at(field).get<std::string>();
 }
 
+// Compares in time independent of where the strings differ, so the token cannot be guessed
+// byte by byte from response times.
+bool same_secret(const std::string &a, const std::string &b)
+{
+    unsigned char diff = a.size() != b.size();
+    for (size_t i = 0; i < a.size() && i < b.size(); i++)
+        diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+    return diff == 0;
+}
+
 json job_json(const JobTable &jobs, uint32_t id)
 {
     for (const auto &j : jobs.to_json())
@@ -103,7 +113,7 @@ json ControlApi::describe(uint32_t job_id) const
     return j;
 }
 
-std::string ControlApi::handle_line(const std::string &line)
+std::string ControlApi::handle_line(const std::string &line, const std::string &required_token)
 {
     if (line.size() > kMaxRequestBytes) {
         requests_++;
@@ -115,6 +125,15 @@ std::string ControlApi::handle_line(const std::string &line)
         requests_++;
         errors_++;
         return json{{"ok", false}, {"error", "not a JSON object"}}.dump();
+    }
+    if (!required_token.empty()) {
+        if (!request.is_object() || !request.contains("token") || !request["token"].is_string() ||
+            !same_secret(request["token"].get<std::string>(), required_token)) {
+            requests_++;
+            errors_++;
+            return json{{"ok", false}, {"error", "missing or wrong token"}}.dump();
+        }
+        request.erase("token");
     }
     return handle(request).dump();
 }

@@ -42,8 +42,9 @@ public:
     ControlApi(JobTable &jobs, Datapath &datapath, uint16_t xagg_port,
                std::function<void()> on_change, StragglerWatch *stragglers = nullptr);
 
-    // One request line in, one response line out (without the newline).
-    std::string handle_line(const std::string &line);
+    // One request line in, one response line out (without the newline). With a
+    // `required_token` (requests over TCP), the request must carry it as its "token" field.
+    std::string handle_line(const std::string &line, const std::string &required_token = {});
     nlohmann::json handle(const nlohmann::json &request);
 
     // Evicts these ranks (the straggler watch found them due); logs each.

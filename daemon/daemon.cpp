@@ -15,6 +15,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <ctime>
 #include <cstring>
@@ -60,56 +61,62 @@ JobSpec job_spec(const Job &job)
     return spec;
 }
 
-// Every change goes to the fast path's maps and to the host-side parameter server.
+// Every change goes to the fast path's maps (unless the node runs host path only) and to the
+// host-side parameter server.
 class BothPaths : public Datapath {
 public:
-    BothPaths(FastPath &fast, HostPs &host) : fast_(fast), host_(host) {}
+    BothPaths(FastPath *fast, HostPs &host) : fast_(fast), host_(host) {}
     void put_job(const Job &job) override
     {
         host_.put_job(job);
-        fast_.put_job(job_spec(job));
+        if (fast_)
+            fast_->put_job(job_spec(job));
     }
     void delete_job(uint32_t id) override
     {
-        fast_.delete_job(id);
+        if (fast_)
+            fast_->delete_job(id);
         host_.delete_job(id);
     }
     void put_member(uint32_t id, const Member &m) override
     {
         host_.put_member(id, m);
-        fast_.put_member(id, m.rank, m.addr, m.port);
+        if (fast_)
+            fast_->put_member(id, m.rank, m.addr, m.port);
     }
     void delete_member(uint32_t id, uint32_t rank) override
     {
-        fast_.delete_member(id, rank);
+        if (fast_)
+            fast_->delete_member(id, rank);
         host_.delete_member(id, rank);
     }
+    // Without a fast path every region is empty and nothing ever moves.
     void move_to_host(const Job &job) override
     {
         host_.hold(job.id);
         Job none = job;
         none.region_chunks = 0;
-        fast_.put_job(job_spec(none));
+        fast_->put_job(job_spec(none));
         // A program that looked the job up before the update may still be adding into the
         // region: XDP runs to completion in softirq within microseconds, so this wait outlasts
         // any such packet before the slots are read.
         std::this_thread::sleep_for(kGrace);
-        host_.import_slots(job.id, 0, fast_.slots(2 * job.region_base, 2 * job.region_chunks));
+        host_.import_slots(job.id, 0, fast_->slots(2 * job.region_base, 2 * job.region_chunks));
     }
     void move_to_fast(const Job &job) override
     {
         // The fast path has the job with no region here (new, or moved out): fill the new
         // region first, then hand it the chunks.
-        fast_.write_slots(2 * job.region_base, host_.export_slots(job.id, job.region_chunks));
-        fast_.put_job(job_spec(job));
+        fast_->write_slots(2 * job.region_base, host_.export_slots(job.id, job.region_chunks));
+        fast_->put_job(job_spec(job));
         host_.move_to_fast(job);
     }
-    Counters counters() const override { return fast_.counters(); }
+    Counters counters() const override { return fast_ ? fast_->counters() : Counters{}; }
     Counters host_counters() const override { return host_.counters(); }
 
 private:
     static constexpr auto kGrace = std::chrono::milliseconds(2);
-    FastPath &fast_;
+    FastPath *fast_;
     HostPs &host_;
 };
 
@@ -166,9 +173,51 @@ int listen_unix(const std::string &path, const std::string &mode)
     return fd;
 }
 
+int listen_tcp(const std::string &address)
+{
+    size_t colon = address.rfind(':');
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(std::stoul(address.substr(colon + 1))));
+    if (inet_pton(AF_INET, address.substr(0, colon).c_str(), &addr.sin_addr) != 1)
+        throw std::runtime_error("control_tcp_address: '" + address.substr(0, colon) +
+                                 "' is not an IPv4 address");
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        fail_errno("socket");
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) != 0)
+        fail_errno("binding the control API to " + address);
+    if (listen(fd, 64) != 0)
+        fail_errno("listen on " + address);
+    return fd;
+}
+
+// The token is the file's first line; a file anyone may read is no secret, and is refused.
+std::string read_token(const std::string &path)
+{
+    struct stat st {};
+    if (stat(path.c_str(), &st) != 0)
+        fail_errno("control_token_file " + path);
+    if (st.st_mode & S_IROTH)
+        throw std::runtime_error("control_token_file " + path +
+                                 " is readable by everyone; chmod o-r it");
+    std::ifstream in(path);
+    std::string token;
+    std::getline(in, token);
+    while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back())))
+        token.pop_back();
+    if (token.size() < 16)
+        throw std::runtime_error("control_token_file " + path +
+                                 ": the token must be at least 16 characters");
+    return token;
+}
+
 struct Client {
     int fd;
     std::string in;
+    bool remote;  // over TCP: every request must carry the token
 };
 
 void set_log_level(const std::string &level)
@@ -201,40 +250,50 @@ public:
             for (const char *name : kMapNames)
                 fs::remove(config_.bpffs_dir + "/" + name);
 
-        FastPathConfig fpc;
-        fpc.port = config_.port;
-        fpc.max_chunks = config_.max_chunks;
-        fpc.max_jobs = config_.max_jobs;
-        fpc.pin_dir = config_.bpffs_dir;
-        FastPath fp(fpc);
-        fp.attach(config_.interface,
-                  config_.xdp_mode == "skb" ? AttachMode::skb : AttachMode::native);
-        if (config_.xdp_mode == "skb")
-            spdlog::warn("XDP attached in skb (generic) mode: 3-4x slower than native");
-        spdlog::info("attached to {} ({} mode), port {}, {} chunks of fast-path memory",
-                     config_.interface, config_.xdp_mode, config_.port, config_.max_chunks);
+        const bool host_only = config_.datapath == "host";
+        std::unique_ptr<FastPath> fast;
+        if (host_only) {
+            spdlog::warn(
+                "datapath = host: no XDP fast path; the host parameter server serves "
+                "every job on {}",
+                config_.interface);
+        } else {
+            FastPathConfig fpc;
+            fpc.port = config_.port;
+            fpc.max_chunks = config_.max_chunks;
+            fpc.max_jobs = config_.max_jobs;
+            fpc.pin_dir = config_.bpffs_dir;
+            fast = std::make_unique<FastPath>(fpc);
+            fast->attach(config_.interface,
+                         config_.xdp_mode == "skb" ? AttachMode::skb : AttachMode::native);
+            if (config_.xdp_mode == "skb")
+                spdlog::warn("XDP attached in skb (generic) mode: 3-4x slower than native");
+            spdlog::info("attached to {} ({} mode), port {}, {} chunks of fast-path memory",
+                         config_.interface, config_.xdp_mode, config_.port, config_.max_chunks);
+        }
 
         in_addr group_base{};
         inet_pton(AF_INET, config_.group_base.c_str(), &group_base);
-        JobTable jobs(config_.max_chunks, config_.max_jobs, group_base, config_.min_job_chunks);
+        JobTable jobs(host_only ? 0 : config_.max_chunks, config_.max_jobs, group_base,
+                      config_.min_job_chunks);
         HostPs host(config_.port, config_.interface, config_.host_ps_threads);
-        BothPaths datapath(fp, host);
+        BothPaths datapath(fast.get(), host);
         if (state.exists()) {
             jobs.load_json(state.read());
             for (const auto &[id, job] : jobs.jobs())
                 host.put_job(job);  // members included
-            if (!fp.reused_pinned_maps()) {
+            if (fast && !fast->reused_pinned_maps()) {
                 // The maps are new (e.g. after a reboot): write the jobs back into them. Sums in
                 // flight are lost; workers' retransmissions rebuild them.
                 for (const auto &[id, job] : jobs.jobs()) {
-                    fp.clear_region(job.region_base, job.region_chunks);
-                    fp.put_job(job_spec(job));
+                    fast->clear_region(job.region_base, job.region_chunks);
+                    fast->put_job(job_spec(job));
                     for (const auto &[rank, m] : job.members)
-                        fp.put_member(id, rank, m.addr, m.port);
+                        fast->put_member(id, rank, m.addr, m.port);
                 }
             }
             spdlog::info("recovered {} jobs from {}{}", jobs.jobs().size(), state.path(),
-                         fp.reused_pinned_maps() ? " with their pinned maps" : "");
+                         fast && fast->reused_pinned_maps() ? " with their pinned maps" : "");
         }
         StragglerWatch stragglers;
         ControlApi api(
@@ -262,6 +321,12 @@ public:
             });
         int lfd = listen_unix(config_.control_socket, config_.control_socket_mode);
         spdlog::info("control API on {}", config_.control_socket);
+        int tfd = -1;
+        if (!config_.control_tcp_address.empty()) {
+            token_ = read_token(config_.control_token_file);
+            tfd = listen_tcp(config_.control_tcp_address);
+            spdlog::info("control API on tcp {} (token required)", config_.control_tcp_address);
+        }
         // systemd (Type=notify): ready once attached and serving; the watchdog is fed from
         // the main loop, so a hung loop gets the daemon restarted. Outside systemd these are
         // no-ops.
@@ -277,7 +342,7 @@ public:
 
         bool stop = false;
         while (!stop) {
-            std::vector<pollfd> fds{{sfd, POLLIN, 0}, {lfd, POLLIN, 0}};
+            std::vector<pollfd> fds{{sfd, POLLIN, 0}, {lfd, POLLIN, 0}, {tfd, POLLIN, 0}};
             for (const auto &c : clients_)
                 fds.push_back({c.fd, POLLIN, 0});
             if (watchdog)
@@ -286,7 +351,7 @@ public:
                 std::chrono::milliseconds(kScanIntervalMs)) {
                 last_scan = std::chrono::steady_clock::now();
                 std::lock_guard g(state_lock_);
-                scan_stragglers(jobs, fp, host, stragglers, api);
+                scan_stragglers(jobs, fast.get(), host, stragglers, api);
             }
             if (poll(fds.data(), fds.size(), poll_ms) < 0) {
                 if (errno == EINTR)
@@ -296,8 +361,10 @@ public:
             if (fds[0].revents & POLLIN)
                 stop = handle_signal(sfd);
             if (fds[1].revents & POLLIN)
-                accept_clients(lfd);
-            for (size_t i = 2; i < fds.size(); i++)
+                accept_clients(lfd, false);
+            if (fds[2].revents & POLLIN)
+                accept_clients(tfd, true);
+            for (size_t i = 3; i < fds.size(); i++)
                 if (fds[i].revents & (POLLIN | POLLHUP | POLLERR))
                     serve(fds[i].fd, api);
             std::erase_if(clients_, [](const Client &c) { return c.fd < 0; });
@@ -307,9 +374,13 @@ public:
         for (auto &c : clients_)
             close(c.fd);
         close(lfd);
+        if (tfd >= 0)
+            close(tfd);
         unlink(config_.control_socket.c_str());
-        fp.detach();
-        fp.unpin();
+        if (fast) {
+            fast->detach();
+            fast->unpin();
+        }
         state.remove();
         spdlog::info("detached from {}; jobs ended, maps unpinned", config_.interface);
         return 0;
@@ -319,7 +390,7 @@ private:
     static constexpr int kScanIntervalMs = 100;
 
     // Both paths' slots; then the evict policy acts on what the scan found.
-    static void scan_stragglers(const JobTable &jobs, const FastPath &fp, const HostPs &host,
+    static void scan_stragglers(const JobTable &jobs, const FastPath *fast, const HostPs &host,
                                 StragglerWatch &watch, ControlApi &api)
     {
         timespec ts;
@@ -329,8 +400,8 @@ private:
         std::map<uint32_t, uint64_t> evict;
         for (const auto &[id, job] : jobs.jobs()) {
             std::vector<SlotState> slots;
-            if (job.region_chunks)
-                slots = region_states(fp.slots(2 * job.region_base, 2 * job.region_chunks));
+            if (fast && job.region_chunks)
+                slots = region_states(fast->slots(2 * job.region_base, 2 * job.region_chunks));
             auto &more = host_slots[id];
             slots.insert(slots.end(), more.begin(), more.end());
             for (const auto &e : watch.scan(job, slots, now))
@@ -389,13 +460,13 @@ private:
             spdlog::warn("SIGHUP: interface, port, xdp_mode and max_chunks take a restart");
     }
 
-    void accept_clients(int lfd)
+    void accept_clients(int lfd, bool remote)
     {
         for (;;) {
             int fd = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
             if (fd < 0)
                 return;
-            clients_.push_back({fd, {}});
+            clients_.push_back({fd, {}, remote});
         }
     }
 
@@ -414,7 +485,7 @@ private:
             std::string reply;
             {
                 std::lock_guard g(state_lock_);
-                reply = api.handle_line(c->in.substr(0, nl)) + "\n";
+                reply = api.handle_line(c->in.substr(0, nl), c->remote ? token_ : "") + "\n";
             }
             c->in.erase(0, nl + 1);
             // Replies are small; a client that does not read them is dropped.
@@ -425,7 +496,7 @@ private:
             std::string reply;
             {
                 std::lock_guard g(state_lock_);
-                reply = api.handle_line(c->in) + "\n";
+                reply = api.handle_line(c->in, c->remote ? token_ : "") + "\n";
             }
             (void)!write(fd, reply.data(), reply.size());
             n = 0;
@@ -437,6 +508,7 @@ private:
     }
 
     Config config_;
+    std::string token_;  // of the TCP control API
     std::vector<Client> clients_;
     std::mutex state_lock_;  // the job table and API counters, shared with metrics scrapes
 };

@@ -470,6 +470,60 @@ TEST_F(DaemonIntegration, MemoryMovesBetweenLiveJobsAndEverySumStaysExact)
     EXPECT_GT(stats["host_counters"]["completed"], 0) << stats;
 }
 
+// One request over the TCP control API, sent from a worker's namespace as a remote worker would.
+json tcp_request(const Topology &topo, const json &request)
+{
+    std::string out = run_command(
+        "ip netns exec " + topo.worker(0) + " bash -c 'exec 3<>/dev/tcp/" + std::string(kAggAddr) +
+        "/9874; echo \"$0\" >&3; head -n 1 <&3' '" + request.dump() + "'");
+    return json::parse(out, nullptr, false);
+}
+
+TEST_F(DaemonIntegration, HostOnlyNodeServesJobsCreatedOverTcpWithAToken)
+{
+    constexpr unsigned kWorkers = 3;
+    constexpr uint32_t kChunks = 64, kRounds = 10;
+    const std::string kToken = "0123456789abcdef-test-token";
+    Topology topo("p", kWorkers);
+    std::string config = write_config(topo);
+    std::ofstream(config, std::ios::app) << "datapath = host\n"
+                                         << "control_tcp_address = 0.0.0.0:9874\n"
+                                         << "control_token_file = " << dir_ << "/token\n";
+    std::ofstream(dir_ + "/token") << kToken << "\n";
+    std::filesystem::permissions(dir_ + "/token", std::filesystem::perms::owner_read);
+    auto daemon = start_daemon(config, "xaggd.log");
+
+    json create = {{"op", "create_job"},
+                   {"id", kJob},
+                   {"workers", kWorkers},
+                   {"gradient_elems", kChunks * 256}};
+    json refused = tcp_request(topo, create);
+    EXPECT_EQ(refused, json::parse(R"({"ok":false,"error":"missing or wrong token"})"));
+    create["token"] = "0123456789abcdef-test-tokeN";
+    EXPECT_EQ(tcp_request(topo, create)["error"], "missing or wrong token");
+    EXPECT_EQ(control(socket_, {{"op", "list_jobs"}})["jobs"].size(), 0u);
+    create["token"] = kToken;
+    json r = tcp_request(topo, create);
+    ASSERT_EQ(r["ok"], true) << r;
+    EXPECT_EQ(r["job"]["fast_path_chunks"], 0) << r;  // there is no fast path
+    for (unsigned rank = 0; rank < kWorkers; rank++)
+        EXPECT_EQ(tcp_request(topo, {{"op", "join"},
+                                     {"job", kJob},
+                                     {"rank", rank},
+                                     {"addr", worker_addr(rank)},
+                                     {"port", 9872},
+                                     {"token", kToken}})["ok"],
+                  true);
+    auto workers = start_workers(topo, kWorkers, kChunks, kRounds);
+    expect_all_exact(workers, uint64_t{kRounds} * kChunks);
+    json stats = control(socket_, {{"op", "stats"}});
+    EXPECT_EQ(stats["host_counters"]["completed"], kRounds * kChunks) << stats;
+    EXPECT_EQ(stats["counters"]["completed"], 0) << stats;
+    EXPECT_EQ(stats["request_errors"], 2) << stats;
+    std::string link = run_command("ip -n " + topo.agg() + " link show eth0");
+    EXPECT_EQ(link.find("xdp"), std::string::npos) << link;
+}
+
 TEST_F(DaemonIntegration, BadConfigLineIsRefusedWithFileAndLine)
 {
     std::string path = dir_ + "/bad.conf";
