@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Server-side throughput of the XDP fast path against the reflector ceiling, in one run.
+// Server-side throughput of the XDP fast path and the host parameter server against the
+// reflector ceiling, in one run.
 //
 // Topology: two namespaces joined by one veth pair, gen0 <-> agg0. A generator program run by
 // BPF_PROG_TEST_RUN in live-frames mode on gen0 writes W workers' contributions and XDP_TXes them
@@ -30,6 +31,7 @@
 #include <vector>
 
 #include "fastpath.hpp"
+#include "host_ps.hpp"
 #include "netns.hpp"
 #include "xagg/proto.h"
 #include "xagg_gen.skel.h"
@@ -270,13 +272,64 @@ Measurement measure_fastpath(const Topology &topo, Generator &gen, int cores, ui
     return m;
 }
 
+// The host-side parameter server of xaggd: the fast path passes the host-path job up, the kernel
+// stack delivers it to the PS's sockets, `cores` PS threads aggregate it.
+Measurement measure_hostpath(const Topology &topo, Generator &gen, int cores, uint32_t workers,
+                             double seconds)
+{
+    Measurement m;
+    run_in_netns(topo.agg, [&] {
+        xagg::FastPath fp(xagg::FastPathConfig{XAGG_DEFAULT_PORT, 4, 1, ""});
+        fp.attach("agg0", xagg::AttachMode::native);
+        xagg::daemon::Job job;
+        job.id = 1;
+        job.workers = workers;
+        job.chunks = 2 * kChunksPerCpu;
+        job.host_path = true;
+        inet_pton(AF_INET, "239.88.0.1", &job.group);
+        job.group_port = kWorkerPort;
+        for (uint32_t r = 0; r < workers; r++)
+            job.members[r] = {r, in_addr{htonl(kGenIp + r)}, kWorkerPort};
+        xagg::JobSpec spec;
+        spec.id = 1;
+        spec.members = job.member_bitmap();
+        spec.host_path = true;
+        fp.put_job(spec);
+        for (uint32_t r = 0; r < workers; r++)  // the fast path checks membership first
+            fp.put_member(1, r, in_addr{htonl(kGenIp + r)}, kWorkerPort);
+        xagg::daemon::HostPs ps(XAGG_DEFAULT_PORT, "agg0", static_cast<unsigned>(cores));
+        ps.put_job(job);
+        auto useful = [](const xagg::Counters &c) {
+            return c[XAGG_CNT_AGGREGATED] + c[XAGG_CNT_COMPLETED];
+        };
+        gen.run(cores, 0.2);
+        xagg::Counters before = ps.counters();
+        auto t0 = Clock::now();
+        m.sent = gen.run(cores, seconds);
+        m.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+        m.useful = useful(ps.counters()) - useful(before);
+        m.processed = m.useful;
+        if (std::getenv("XAGG_BENCH_DEBUG")) {
+            xagg::Counters f = fp.counters(), h = ps.counters();
+            for (int c = 0; c < XAGG_CNT_MAX; c++)
+                if (f[c] || h[c])
+                    std::fprintf(stderr, "  %s: fast %llu host %llu\n",
+                                 xagg::counter_name(static_cast<xagg_counter>(c)),
+                                 static_cast<unsigned long long>(f[c]),
+                                 static_cast<unsigned long long>(h[c]));
+        }
+        fp.detach();
+    });
+    return m;
+}
+
 }  // namespace
 
 int main(int argc, char **argv)
 {
     CLI::App app{
-        "Server-side throughput of the xagg XDP fast path against the XDP_TX reflector "
-        "ceiling, measured in the same run."};
+        "Server-side throughput of the xagg XDP fast path and of xaggd's host parameter server "
+        "against the XDP_TX reflector ceiling, measured in the same run."};
     double seconds = 2;
     uint32_t workers = 4;
     std::vector<int> core_counts{1, 2};
@@ -303,6 +356,7 @@ int main(int argc, char **argv)
                 continue;
             Measurement fast = measure_fastpath(topo, gen, cores, workers, seconds, false);
             Measurement fanout = measure_fastpath(topo, gen, cores, workers, seconds, true);
+            Measurement host = measure_hostpath(topo, gen, cores, workers, seconds);
             Measurement ceil = measure_reflector(topo, gen, cores, seconds);
             auto row = [&](const char *name, const Measurement &m) {
                 double pps = static_cast<double>(m.useful) / m.seconds;
@@ -313,6 +367,7 @@ int main(int argc, char **argv)
             row("XDP_TX reflector (ceiling)", ceil);
             row("xagg fast path, multicast result", fast);
             row("xagg fast path, TC unicast fan-out", fanout);
+            row("xaggd host parameter server", host);
             std::fflush(stdout);
         }
         std::printf("\nreproduce: %s --seconds %g --workers %u\n", argv[0], seconds, workers);
