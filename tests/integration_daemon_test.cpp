@@ -515,11 +515,19 @@ TEST_F(DaemonIntegration, HostOnlyNodeServesJobsCreatedOverTcpWithAToken)
                                      {"token", kToken}})["ok"],
                   true);
     auto workers = start_workers(topo, kWorkers, kChunks, kRounds);
+    // Garbage on the data port and a bad request while the job runs: counted, refused, harmless.
+    run_command("ip netns exec " + topo.worker(0) + " bash -c 'for i in 1 2 3; do printf hello " +
+                ">/dev/udp/" + kAggAddr + "/9871; head -c 1056 /dev/zero >/dev/udp/" + kAggAddr +
+                "/9871; done'");
+    EXPECT_EQ(control(socket_, {{"op", "delete_job"}, {"job", kJob}, {"force", true}})["ok"],
+              false);
     expect_all_exact(workers, uint64_t{kRounds} * kChunks);
     json stats = control(socket_, {{"op", "stats"}});
     EXPECT_EQ(stats["host_counters"]["completed"], kRounds * kChunks) << stats;
+    EXPECT_EQ(stats["host_counters"]["drop_truncated"], 3) << stats;
+    EXPECT_EQ(stats["host_counters"]["drop_bad_magic"], 3) << stats;
     EXPECT_EQ(stats["counters"]["completed"], 0) << stats;
-    EXPECT_EQ(stats["request_errors"], 2) << stats;
+    EXPECT_EQ(stats["request_errors"], 3) << stats;
     std::string link = run_command("ip -n " + topo.agg() + " link show eth0");
     EXPECT_EQ(link.find("xdp"), std::string::npos) << link;
 }
