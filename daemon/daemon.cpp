@@ -15,6 +15,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <functional>
 #include <cctype>
 #include <cerrno>
 #include <ctime>
@@ -65,7 +66,11 @@ JobSpec job_spec(const Job &job)
 // host-side parameter server.
 class BothPaths : public Datapath {
 public:
-    BothPaths(FastPath *fast, HostPs &host) : fast_(fast), host_(host) {}
+    // `before_move` runs before any slot moves (to mark the maps as mid-move on disk).
+    BothPaths(FastPath *fast, HostPs &host, std::function<void()> before_move)
+        : fast_(fast), host_(host), before_move_(std::move(before_move))
+    {
+    }
     void put_job(const Job &job) override
     {
         host_.put_job(job);
@@ -93,6 +98,7 @@ public:
     // Without a fast path every region is empty and nothing ever moves.
     void move_to_host(const Job &job) override
     {
+        before_move_();
         host_.hold(job.id);
         Job none = job;
         none.region_chunks = 0;
@@ -105,6 +111,7 @@ public:
     }
     void move_to_fast(const Job &job) override
     {
+        before_move_();
         // The fast path has the job with no region here (new, or moved out): fill the new
         // region first, then hand it the chunks.
         fast_->write_slots(2 * job.region_base, host_.export_slots(job.id, job.region_chunks));
@@ -118,6 +125,7 @@ private:
     static constexpr auto kGrace = std::chrono::milliseconds(2);
     FastPath *fast_;
     HostPs &host_;
+    std::function<void()> before_move_;
 };
 
 // The job table on disk: written to a temporary file and renamed, so a crash mid-write leaves
@@ -277,12 +285,17 @@ public:
         JobTable jobs(host_only ? 0 : config_.max_chunks, config_.max_jobs, group_base,
                       config_.min_job_chunks);
         HostPs host(config_.port, config_.interface, config_.host_ps_threads);
-        BothPaths datapath(fast.get(), host);
+        // A crash in the middle of moving memory leaves the pinned maps in neither the saved
+        // layout nor the next: this marker says so, and the next start rebuilds the maps from
+        // the saved table rather than trust them.
+        const std::string moving_marker = config_.state_dir + "/moving";
+        BothPaths datapath(fast.get(), host, [&] { std::ofstream{moving_marker}; });
+        const bool crashed_mid_move = fs::exists(moving_marker);
         if (state.exists()) {
             jobs.load_json(state.read());
             for (const auto &[id, job] : jobs.jobs())
                 host.put_job(job);  // members included
-            if (fast && !fast->reused_pinned_maps()) {
+            if (fast && (!fast->reused_pinned_maps() || crashed_mid_move)) {
                 // The maps are new (e.g. after a reboot): write the jobs back into them. Sums in
                 // flight are lost; workers' retransmissions rebuild them.
                 for (const auto &[id, job] : jobs.jobs()) {
@@ -292,12 +305,24 @@ public:
                         fast->put_member(id, rank, m.addr, m.port);
                 }
             }
-            spdlog::info("recovered {} jobs from {}{}", jobs.jobs().size(), state.path(),
-                         fast && fast->reused_pinned_maps() ? " with their pinned maps" : "");
+            if (crashed_mid_move)
+                spdlog::warn(
+                    "the last run stopped while moving fast-path memory: the maps were "
+                    "rebuilt from {}; sums in flight are rebuilt by retransmission",
+                    state.path());
+            else
+                spdlog::info("recovered {} jobs from {}{}", jobs.jobs().size(), state.path(),
+                             fast && fast->reused_pinned_maps() ? " with their pinned maps" : "");
         }
+        fs::remove(moving_marker);
         StragglerWatch stragglers;
         ControlApi api(
-            jobs, datapath, config_.port, [&] { state.write(jobs.to_json()); }, &stragglers);
+            jobs, datapath, config_.port,
+            [&] {
+                state.write(jobs.to_json());
+                fs::remove(moving_marker);
+            },
+            &stragglers);
         const auto started = std::chrono::steady_clock::now();
         std::unique_ptr<MetricsServer> metrics;
         if (!config_.metrics_address.empty())

@@ -460,6 +460,8 @@ TEST_F(DaemonIntegration, MemoryMovesBetweenLiveJobsAndEverySumStaysExact)
     EXPECT_EQ(a[0]->running(), true) << "job 7 ended before the second move";
     EXPECT_EQ(control(socket_, {{"op", "delete_job"}, {"job", 8}})["ok"], true);
     EXPECT_EQ(fast_chunks(7), 48);
+    // The mid-move marker a crash would leave is gone once a move is done.
+    EXPECT_FALSE(std::filesystem::exists(dir_ + "/state/moving"));
     expect_all_exact(a, uint64_t{kRoundsA} * kChunks);
     // Each chunk-round completed exactly once, on one path or the other.
     json stats = control(socket_, {{"op", "stats"}});
