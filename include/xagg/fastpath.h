@@ -96,7 +96,7 @@ enum xagg_counter {
     XAGG_CNT_RESENT,             /* contribution already counted, chunk complete: result re-sent */
     XAGG_CNT_DROP_STALE_ROUND,   /* round older than the one its slot holds */
     XAGG_CNT_DROP_BAD_EXPONENT,  /* block exponent differs from the round's first contribution */
-    XAGG_CNT_DROP_MOVING, /* host path only: the job's chunks are moving between the paths */
+    XAGG_CNT_DROP_MOVING,        /* host path only: the job's chunks are moving between the paths */
     XAGG_CNT_COMPLETED_FANOUT,   /* last contribution added; passed to TC to copy per member */
     /* Counted by the TC fan-out program, per copy rather than per packet: */
     XAGG_CNT_FANOUT_COPIES, /* unicast copies of a result sent */
