@@ -234,17 +234,23 @@ void ControlApi::rebalance()
     }
 }
 
+const Job &ControlApi::apply_eviction(uint32_t job_id, uint32_t rank)
+{
+    const Job &job = jobs_.evict(job_id, rank);
+    datapath_.delete_member(job_id, rank);
+    datapath_.put_job(job);
+    if (stragglers_)
+        stragglers_->pardon(job_id, rank);
+    return job;
+}
+
 void ControlApi::evict_ranks(uint32_t job_id, uint64_t bitmap)
 {
     for (uint32_t rank = 0; rank < XAGG_MAX_WORKERS; rank++) {
         if (!(bitmap >> rank & 1))
             continue;
         try {
-            const Job &job = jobs_.evict(job_id, rank);
-            datapath_.delete_member(job_id, rank);
-            datapath_.put_job(job);
-            if (stragglers_)
-                stragglers_->pardon(job_id, rank);
+            const Job &job = apply_eviction(job_id, rank);
             spdlog::warn(
                 "evicted rank {} from job {} after {} straggler timeouts; results now "
                 "carry the contributions of rank(s) {}",
@@ -262,11 +268,7 @@ json ControlApi::evict(const json &r)
     allow_only(r, {"job", "rank"});
     auto id = static_cast<uint32_t>(number(r, "job", 0xffff));
     auto rank = static_cast<uint32_t>(number(r, "rank", XAGG_MAX_WORKERS - 1));
-    const Job &job = jobs_.evict(id, rank);
-    datapath_.delete_member(id, rank);
-    datapath_.put_job(job);
-    if (stragglers_)
-        stragglers_->pardon(id, rank);
+    apply_eviction(id, rank);
     spdlog::warn("evicted rank {} from job {} over the control API", rank, id);
     return {{"job", describe(id)}};
 }

@@ -63,6 +63,8 @@ private:
     nlohmann::json stats(const nlohmann::json &r);
     nlohmann::json set_log_level(const nlohmann::json &r);
     nlohmann::json evict(const nlohmann::json &r);
+    // Evicts in the table, the datapath and the straggler watch; throws if refused.
+    const Job &apply_eviction(uint32_t job_id, uint32_t rank);
     // Applies the table's fair layout: every job whose region changes moves.
     void rebalance();
     nlohmann::json describe(uint32_t job_id) const;

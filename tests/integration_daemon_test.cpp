@@ -177,15 +177,21 @@ protected:
         EXPECT_EQ(r["ok"], true) << r;
         EXPECT_EQ(r["job"]["group"], "239.77.0.7") << r;
         json job = r["job"];
+        join_all(workers);
+        return job;
+    }
+
+    // Joins ranks 0..workers-1 of kJob, rank r from worker namespace r.
+    void join_all(unsigned workers)
+    {
         for (unsigned rank = 0; rank < workers; rank++) {
-            r = control(socket_, {{"op", "join"},
-                                  {"job", kJob},
-                                  {"rank", rank},
-                                  {"addr", worker_addr(rank)},
-                                  {"port", 9872}});
+            json r = control(socket_, {{"op", "join"},
+                                       {"job", kJob},
+                                       {"rank", rank},
+                                       {"addr", worker_addr(rank)},
+                                       {"port", 9872}});
             EXPECT_EQ(r["ok"], true) << r;
         }
-        return job;
     }
 
     std::vector<std::unique_ptr<Process>> start_workers(const Topology &topo, unsigned workers,
@@ -329,12 +335,7 @@ TEST_F(DaemonIntegration, StragglerIsReportedByRankAndNoPartialSumIsSent)
                                {"gradient_elems", kChunks * 256},
                                {"timeout_ms", 200}});
     ASSERT_EQ(r["ok"], true) << r;
-    for (unsigned rank = 0; rank < kWorkers; rank++)
-        control(socket_, {{"op", "join"},
-                          {"job", kJob},
-                          {"rank", rank},
-                          {"addr", worker_addr(rank)},
-                          {"port", 9872}});
+    join_all(kWorkers);
     // Rank 2 never sends. Ranks 0 and 1 retry for ~1 s and then give up: under `wait` no result
     // is ever sent without rank 2 in it.
     WorkerRun run = worker_run(kJob, kWorkers, kChunks, 1, "239.77.0.7");
@@ -378,12 +379,7 @@ TEST_F(DaemonIntegration, EvictedStragglerIsRemovedAndTheJobCompletesWithTheOthe
                                {"evict_after", 2}});
     ASSERT_EQ(r["ok"], true) << r;
     ASSERT_EQ(r["job"]["fast_path_chunks"], 2) << r;
-    for (unsigned rank = 0; rank < kWorkers; rank++)
-        control(socket_, {{"op", "join"},
-                          {"job", kJob},
-                          {"rank", rank},
-                          {"addr", worker_addr(rank)},
-                          {"port", 9872}});
+    join_all(kWorkers);
     // Rank 2 does two rounds and is gone; the others do six.
     WorkerRun run = worker_run(kJob, kWorkers, kChunks, kRounds, "239.77.0.7");
     std::vector<std::unique_ptr<Process>> procs;
