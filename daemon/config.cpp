@@ -2,10 +2,15 @@
 #include "config.hpp"
 
 #include <arpa/inet.h>
+#include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 
 namespace xagg::daemon {
 
@@ -157,6 +162,50 @@ std::vector<std::string> check_config(const Config &c)
             "control_tcp_address: needs control_token_file (the API is not "
             "offered over TCP without a token)");
     return problems;
+}
+
+std::vector<std::string> validate_config_file(const std::string &path)
+{
+    auto problems = check_config_file(path);
+    if (!problems.empty())
+        return problems;
+    Config config;
+    auto app = make_cli(config);
+    std::ifstream in(path);
+    try {
+        app->parse_from_stream(in);
+    } catch (const CLI::Error &e) {
+        return {path + ": " + e.what()};
+    }
+    problems = check_config(config);
+    if (problems.empty() && !config.control_token_file.empty()) {
+        try {
+            read_token_file(config.control_token_file);
+        } catch (const std::runtime_error &e) {
+            problems.push_back(e.what());
+        }
+    }
+    return problems;
+}
+
+std::string read_token_file(const std::string &path)
+{
+    struct stat st {};
+    if (stat(path.c_str(), &st) != 0)
+        throw std::runtime_error("control_token_file " + path + ": " + std::strerror(errno));
+    if (st.st_mode & S_IROTH)
+        throw std::runtime_error("control_token_file " + path +
+                                 " is readable by everyone; chmod o-r it");
+    std::ifstream in(path);
+    std::string token;
+    if (!in || !std::getline(in, token))
+        throw std::runtime_error("control_token_file " + path + ": cannot be read");
+    while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back())))
+        token.pop_back();
+    if (token.size() < 16)
+        throw std::runtime_error("control_token_file " + path +
+                                 ": the token must be at least 16 characters");
+    return token;
 }
 
 }  // namespace xagg::daemon

@@ -46,4 +46,14 @@ std::vector<std::string> check_config_file(const std::string &path);
 // Checks what no single key can: combinations, and values that need parsing.
 std::vector<std::string> check_config(const Config &config);
 
+// Everything xaggd would refuse to start with in this config file, in xaggd's words: its lines
+// (check_config_file), then the whole (check_config), then the token file it names. Empty when
+// the file is good. What `xaggctl config check` runs.
+std::vector<std::string> validate_config_file(const std::string &path);
+
+// The control API's token: the first line of the file, trailing blanks removed. A file anyone
+// may read is no secret and is refused, as is a token shorter than 16 characters. Throws
+// std::runtime_error saying which.
+std::string read_token_file(const std::string &path);
+
 }  // namespace xagg::daemon

@@ -3,10 +3,14 @@
 
 #include <arpa/inet.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <map>
 #include <set>
 #include <stdexcept>
+
+#include "progress.hpp"
+#include "xagg/release.h"
 
 namespace xagg::daemon {
 namespace {
@@ -73,6 +77,17 @@ bool same_secret(const std::string &a, const std::string &b)
     return diff == 0;
 }
 
+json refusal(const char *code, const std::string &why)
+{
+    return json{{"ok", false}, {"code", code}, {"error", why}};
+}
+
+// The same outcome on each path, side by side.
+json per_path(uint64_t fast, uint64_t host)
+{
+    return {{"fast", fast}, {"host", host}};
+}
+
 json job_json(const JobTable &jobs, uint32_t id)
 {
     for (const auto &j : jobs.to_json())
@@ -110,6 +125,8 @@ json ControlApi::describe(uint32_t job_id) const
     }
     j["straggler_events"] = events;
     j["straggler_events_total"] = total;
+    j["progress"] =
+        to_json(job_progress(*jobs_.find(job_id), datapath_.slot_states(*jobs_.find(job_id))));
     return j;
 }
 
@@ -118,20 +135,20 @@ std::string ControlApi::handle_line(const std::string &line, const std::string &
     if (line.size() > kMaxRequestBytes) {
         requests_++;
         errors_++;
-        return json{{"ok", false}, {"error", "request larger than 65536 bytes"}}.dump();
+        return refusal(kRefused, "request larger than 65536 bytes").dump();
     }
     json request = json::parse(line, nullptr, false);
     if (request.is_discarded()) {
         requests_++;
         errors_++;
-        return json{{"ok", false}, {"error", "not a JSON object"}}.dump();
+        return refusal(kRefused, "not a JSON object").dump();
     }
     if (!required_token.empty()) {
         if (!request.is_object() || !request.contains("token") || !request["token"].is_string() ||
             !same_secret(request["token"].get<std::string>(), required_token)) {
             requests_++;
             errors_++;
-            return json{{"ok", false}, {"error", "missing or wrong token"}}.dump();
+            return refusal(kRefusedUnauthorized, "missing or wrong token").dump();
         }
         request.erase("token");
     }
@@ -158,6 +175,7 @@ json ControlApi::handle(const json &request)
             {"list_jobs", {&ControlApi::list_jobs, false}},
             {"show_job", {&ControlApi::show_job, false}},
             {"stats", {&ControlApi::stats, false}},
+            {"status", {&ControlApi::status, false}},
             {"set_log_level", {&ControlApi::set_log_level, false}},
             {"evict", {&ControlApi::evict, true}},
         };
@@ -171,7 +189,7 @@ json ControlApi::handle(const json &request)
         return reply;
     } catch (const std::exception &e) {
         errors_++;
-        return json{{"ok", false}, {"error", e.what()}};
+        return refusal(kRefused, e.what());
     }
 }
 
@@ -360,13 +378,58 @@ json ControlApi::stats(const json &r)
             out[counter_name(static_cast<xagg_counter>(i))] = c[i];
         return out;
     };
-    return {{"counters", named(datapath_.counters())},
-            {"host_counters", named(datapath_.host_counters())},
+    const Counters fast = datapath_.counters(), host = datapath_.host_counters();
+    return {{"counters", named(fast)},
+            {"host_counters", named(host)},
+            {"aggregated_bytes", per_path(contributions(fast) * XAGG_CHUNK_BYTES,
+                                          contributions(host) * XAGG_CHUNK_BYTES)},
+            {"chunks_completed", per_path(completions(fast), completions(host))},
+            {"uptime_seconds", uptime_seconds()},
             {"jobs", jobs_.jobs().size()},
             {"fast_path_chunks_capacity", jobs_.capacity_chunks()},
             {"fast_path_chunks_used", jobs_.used_chunks()},
             {"requests", requests_},
             {"request_errors", errors_}};
+}
+
+json ControlApi::status(const json &r)
+{
+    allow_only(r, {});
+    const uint64_t slot_bytes = 2 * sizeof(xagg_slot);  // two round slots per chunk
+    uint64_t members = 0, fast_chunks = 0, host_chunks = 0;
+    for (const auto &[id, job] : jobs_.jobs()) {
+        members += job.members.size();
+        fast_chunks += job.region_chunks;
+        host_chunks += job.chunks - job.region_chunks;
+    }
+    const Counters fast = datapath_.counters(), host = datapath_.host_counters();
+    json out = {{"version", XAGG_RELEASE},
+                {"pid", getpid()},
+                {"uptime_seconds", uptime_seconds()},
+                {"port", xagg_port_},
+                {"jobs", jobs_.jobs().size()},
+                {"members", members},
+                {"memory",
+                 {{"capacity_chunks", jobs_.capacity_chunks()},
+                  {"used_chunks", jobs_.used_chunks()},
+                  {"capacity_bytes", jobs_.capacity_chunks() * slot_bytes},
+                  {"used_bytes", jobs_.used_chunks() * slot_bytes}}},
+                {"chunks", per_path(fast_chunks, host_chunks)},
+                {"aggregated_bytes", per_path(contributions(fast) * XAGG_CHUNK_BYTES,
+                                              contributions(host) * XAGG_CHUNK_BYTES)}};
+    if (node_) {
+        NodeStatus n = node_();
+        out["interface"] = n.interface;
+        out["datapath"] = n.datapath;
+        out["xdp"] = n.datapath == "xdp" ? json{{"configured_mode", n.xdp_mode},
+                                                {"mode", n.xdp.mode},
+                                                {"attached", n.xdp.attached},
+                                                {"prog_id", n.xdp.prog_id}}
+                                         : json(nullptr);
+        out["control"] = {{"socket", n.control_socket}, {"tcp_address", n.control_tcp_address}};
+        out["metrics_address"] = n.metrics_address;
+    }
+    return out;
 }
 
 }  // namespace xagg::daemon

@@ -3,9 +3,11 @@
 // full before anything changes; a refused request changes nothing.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "fastpath.hpp"
 #include "jobs.hpp"
@@ -28,10 +30,28 @@ public:
     // those chunks, the fast path takes them, and the host path serves the rest again.
     virtual void move_to_host(const Job &job) = 0;
     virtual void move_to_fast(const Job &job) = 0;
+    // The job's slots on both paths that hold a round (for its progress and stragglers).
+    virtual std::vector<SlotState> slot_states(const Job &) const { return {}; }
     virtual Counters counters() const = 0;
     // The host-side parameter server's outcomes, by the same names; zero where there is none.
     virtual Counters host_counters() const { return {}; }
 };
+
+// What `status` says about the node beyond the job table; the daemon fills it per request.
+struct NodeStatus {
+    std::string interface;
+    std::string datapath;        // xdp | host
+    std::string xdp_mode;        // configured: native | skb
+    Attachment xdp;              // what the kernel runs on the interface (datapath = xdp)
+    std::string control_socket;  // where the API is served
+    std::string control_tcp_address;
+    std::string metrics_address;
+};
+
+// Refusals carry a code beside the message, so a client can tell them apart without parsing
+// English: "unauthorized" (TCP request without the right token), "refused" (anything else).
+inline constexpr const char *kRefusedUnauthorized = "unauthorized";
+inline constexpr const char *kRefused = "refused";
 
 // Requests longer than this are refused without being parsed.
 inline constexpr size_t kMaxRequestBytes = 64 * 1024;
@@ -47,6 +67,13 @@ public:
     std::string handle_line(const std::string &line, const std::string &required_token = {});
     nlohmann::json handle(const nlohmann::json &request);
 
+    // Where `status` gets the node's description; without one it reports only the job table.
+    void set_node_status(std::function<NodeStatus()> node) { node_ = std::move(node); }
+    double uptime_seconds() const
+    {
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+    }
+
     // Evicts these ranks (the straggler watch found them due); logs each.
     void evict_ranks(uint32_t job_id, uint64_t ranks);
 
@@ -61,6 +88,7 @@ private:
     nlohmann::json list_jobs(const nlohmann::json &r);
     nlohmann::json show_job(const nlohmann::json &r);
     nlohmann::json stats(const nlohmann::json &r);
+    nlohmann::json status(const nlohmann::json &r);
     nlohmann::json set_log_level(const nlohmann::json &r);
     nlohmann::json evict(const nlohmann::json &r);
     // Evicts in the table, the datapath and the straggler watch; throws if refused.
@@ -74,6 +102,8 @@ private:
     uint16_t xagg_port_;
     std::function<void()> on_change_;
     StragglerWatch *stragglers_;
+    std::function<NodeStatus()> node_;
+    std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
     uint64_t requests_ = 0, errors_ = 0;
 };
 

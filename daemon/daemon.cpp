@@ -118,6 +118,15 @@ public:
         fast_->put_job(job_spec(job));
         host_.move_to_fast(job);
     }
+    std::vector<SlotState> slot_states(const Job &job) const override
+    {
+        std::vector<SlotState> states;
+        if (fast_ && job.region_chunks)
+            states = region_states(fast_->slots(2 * job.region_base, 2 * job.region_chunks));
+        auto more = host_.slot_states(job);
+        states.insert(states.end(), more.begin(), more.end());
+        return states;
+    }
     Counters counters() const override { return fast_ ? fast_->counters() : Counters{}; }
     Counters host_counters() const override { return host_.counters(); }
 
@@ -200,26 +209,6 @@ int listen_tcp(const std::string &address)
     if (listen(fd, 64) != 0)
         fail_errno("listen on " + address);
     return fd;
-}
-
-// The token is the file's first line; a file anyone may read is no secret, and is refused.
-std::string read_token(const std::string &path)
-{
-    struct stat st {};
-    if (stat(path.c_str(), &st) != 0)
-        fail_errno("control_token_file " + path);
-    if (st.st_mode & S_IROTH)
-        throw std::runtime_error("control_token_file " + path +
-                                 " is readable by everyone; chmod o-r it");
-    std::ifstream in(path);
-    std::string token;
-    std::getline(in, token);
-    while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back())))
-        token.pop_back();
-    if (token.size() < 16)
-        throw std::runtime_error("control_token_file " + path +
-                                 ": the token must be at least 16 characters");
-    return token;
 }
 
 struct Client {
@@ -323,7 +312,18 @@ public:
                 fs::remove(moving_marker);
             },
             &stragglers);
-        const auto started = std::chrono::steady_clock::now();
+        api.set_node_status([&] {
+            NodeStatus n;
+            n.interface = config_.interface;
+            n.datapath = config_.datapath;
+            n.xdp_mode = config_.xdp_mode;
+            if (fast)
+                n.xdp = fast->attachment();
+            n.control_socket = config_.control_socket;
+            n.control_tcp_address = config_.control_tcp_address;
+            n.metrics_address = config_.metrics_address;
+            return n;
+        });
         std::unique_ptr<MetricsServer> metrics;
         if (!config_.metrics_address.empty())
             metrics = std::make_unique<MetricsServer>(config_.metrics_address, [&] {
@@ -339,16 +339,14 @@ public:
                 m.api_errors = api.errors();
                 for (const auto &[id, job] : jobs.jobs())
                     m.straggler_events[id] = stragglers.total(id);
-                m.uptime_seconds =
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
-                        .count();
+                m.uptime_seconds = api.uptime_seconds();
                 return m;
             });
         int lfd = listen_unix(config_.control_socket, config_.control_socket_mode);
         spdlog::info("control API on {}", config_.control_socket);
         int tfd = -1;
         if (!config_.control_tcp_address.empty()) {
-            token_ = read_token(config_.control_token_file);
+            token_ = read_token_file(config_.control_token_file);
             tfd = listen_tcp(config_.control_tcp_address);
             spdlog::info("control API on tcp {} (token required)", config_.control_tcp_address);
         }
@@ -376,7 +374,7 @@ public:
                 std::chrono::milliseconds(kScanIntervalMs)) {
                 last_scan = std::chrono::steady_clock::now();
                 std::lock_guard g(state_lock_);
-                scan_stragglers(jobs, fast.get(), host, stragglers, api);
+                scan_stragglers(jobs, datapath, stragglers, api);
             }
             if (poll(fds.data(), fds.size(), poll_ms) < 0) {
                 if (errno == EINTR)
@@ -415,21 +413,15 @@ private:
     static constexpr int kScanIntervalMs = 100;
 
     // Both paths' slots; then the evict policy acts on what the scan found.
-    static void scan_stragglers(const JobTable &jobs, const FastPath *fast, const HostPs &host,
+    static void scan_stragglers(const JobTable &jobs, const Datapath &datapath,
                                 StragglerWatch &watch, ControlApi &api)
     {
         timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         uint64_t now = uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec);
-        auto host_slots = host.partial_slots();
         std::map<uint32_t, uint64_t> evict;
         for (const auto &[id, job] : jobs.jobs()) {
-            std::vector<SlotState> slots;
-            if (fast && job.region_chunks)
-                slots = region_states(fast->slots(2 * job.region_base, 2 * job.region_chunks));
-            auto &more = host_slots[id];
-            slots.insert(slots.end(), more.begin(), more.end());
-            for (const auto &e : watch.scan(job, slots, now))
+            for (const auto &e : watch.scan(job, datapath.slot_states(job), now))
                 spdlog::warn("straggler: job {} chunk {} round {} has waited {} ms for rank(s) {}",
                              e.job, e.chunk, e.round, e.waited_ms, ranks(e.missing).dump());
             if (uint64_t due = watch.due_for_eviction(job))

@@ -199,22 +199,18 @@ std::vector<xagg_slot> HostPs::export_slots(uint32_t job_id, uint32_t chunks)
     return out;
 }
 
-std::map<uint32_t, std::vector<SlotState>> HostPs::partial_slots() const
+std::vector<SlotState> HostPs::slot_states(const Job &job) const
 {
-    auto jobs_now = jobs();
-    std::map<uint32_t, std::vector<SlotState>> out;
-    for (const auto &shard : shards_) {
+    std::vector<SlotState> out;
+    for (uint32_t chunk = job.region_chunks; chunk < job.chunks; chunk++) {
+        const Shard &shard = shards_[chunk % kShards];
         std::lock_guard g(shard.lock);
-        for (const auto &[key, pair] : shard.slots) {
-            auto job = jobs_now->find(static_cast<uint32_t>(key >> 32));
-            if (job == jobs_now->end())
-                continue;
-            const uint64_t members = job->second.member_bitmap();
-            for (const xagg_slot &slot : pair)
-                if (slot.seen && (slot.seen & members) != members)
-                    out[job->first].push_back({static_cast<uint32_t>(key), slot.job_id, slot.round,
-                                               slot.seen, slot.started_ns});
-        }
+        auto it = shard.slots.find(uint64_t{job.id} << 32 | chunk);
+        if (it == shard.slots.end())
+            continue;
+        for (const xagg_slot &slot : it->second)
+            if (slot.seen)
+                out.push_back({chunk, slot.job_id, slot.round, slot.seen, slot.started_ns});
     }
     return out;
 }

@@ -48,8 +48,8 @@ public:
     void import_slots(uint32_t job_id, uint32_t first_chunk, const std::vector<xagg_slot> &slots);
     // Hands over and forgets the slots of chunks [0, chunks): two per chunk, zero where none.
     std::vector<xagg_slot> export_slots(uint32_t job_id, uint32_t chunks);
-    // The slots of each job that hold a round not yet complete, for the straggler watch.
-    std::map<uint32_t, std::vector<SlotState>> partial_slots() const;
+    // The slots that hold a round of the job's host-path chunks.
+    std::vector<SlotState> slot_states(const Job &job) const override;
 
 private:
     struct Jobs : std::map<uint32_t, Job> {

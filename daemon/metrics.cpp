@@ -34,16 +34,6 @@ private:
     const char *name_;
 };
 
-uint64_t contributions(const Counters &c)
-{
-    return c[XAGG_CNT_AGGREGATED] + c[XAGG_CNT_COMPLETED] + c[XAGG_CNT_COMPLETED_FANOUT];
-}
-
-uint64_t completions(const Counters &c)
-{
-    return c[XAGG_CNT_COMPLETED] + c[XAGG_CNT_COMPLETED_FANOUT];
-}
-
 }  // namespace
 
 std::string render_metrics(const MetricsSnapshot &s)

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // xaggd's configuration: every key a flag, bad lines refused with file, line and reason.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -102,6 +103,39 @@ TEST(ConfigTest, InterfaceAloneIsEnough)
     auto problems = check_config(none);
     ASSERT_EQ(problems.size(), 1u);
     EXPECT_EQ(problems[0], "interface: required (the NIC to attach the fast path to)");
+}
+
+TEST_F(ConfigFileTest, ValidationAddsWhatOnlyTheWholeFileShows)
+{
+    EXPECT_EQ(validate_config_file(write("interface = eth0\n")), std::vector<std::string>{});
+    EXPECT_EQ(validate_config_file(write("max_chunks = 8\n")),
+              std::vector<std::string>{"interface: required (the NIC to attach the fast path to)"});
+    // A bad line is reported as the line alone, as xaggd does before it parses the whole.
+    auto problems = validate_config_file(write("interface = eth0\nport = 0\n"));
+    ASSERT_EQ(problems.size(), 1u);
+    EXPECT_EQ(problems[0].rfind(path_ + ":2: ", 0), 0u) << problems[0];
+}
+
+TEST_F(ConfigFileTest, TokenFileMustBePrivateAndLongEnough)
+{
+    std::string token = ::testing::TempDir() + "xaggd-token-" + std::to_string(getpid());
+    std::ofstream(token) << "short\n";
+    chmod(token.c_str(), 0600);
+    std::string conf = write(
+        "interface = eth0\ncontrol_tcp_address = 0.0.0.0:9874\n"
+        "control_token_file = " +
+        token + "\n");
+    EXPECT_EQ(validate_config_file(conf),
+              std::vector<std::string>{"control_token_file " + token +
+                                       ": the token must be at least 16 characters"});
+    std::ofstream(token) << "0123456789abcdef  \n";
+    EXPECT_EQ(read_token_file(token), "0123456789abcdef");
+    EXPECT_EQ(validate_config_file(conf), std::vector<std::string>{});
+    chmod(token.c_str(), 0644);
+    EXPECT_EQ(validate_config_file(conf),
+              std::vector<std::string>{"control_token_file " + token +
+                                       " is readable by everyone; chmod o-r it"});
+    unlink(token.c_str());
 }
 
 }  // namespace

@@ -7,7 +7,10 @@
 
 #include <vector>
 
+#include <unistd.h>
+
 #include "control.hpp"
+#include "xagg/release.h"
 
 namespace xagg::daemon {
 namespace {
@@ -36,13 +39,22 @@ public:
         return std::to_string(job.id) + " " + std::to_string(job.region_base) + "+" +
                std::to_string(job.region_chunks);
     }
+    std::vector<SlotState> slot_states(const Job &) const override { return states; }
     Counters counters() const override
     {
         Counters c{};
         c[XAGG_CNT_COMPLETED] = 42;
+        c[XAGG_CNT_AGGREGATED] = 100;
+        return c;
+    }
+    Counters host_counters() const override
+    {
+        Counters c{};
+        c[XAGG_CNT_COMPLETED] = 3;
         return c;
     }
     std::vector<std::string> log;
+    std::vector<SlotState> states;
 };
 
 class ControlTest : public ::testing::Test {
@@ -64,6 +76,7 @@ protected:
         int saves = saves_;
         json reply = call(line);
         EXPECT_EQ(reply["ok"], false) << line;
+        EXPECT_EQ(reply["code"], "refused") << line;
         EXPECT_EQ(reply["error"], error) << line;
         EXPECT_EQ(jobs_.to_json(), before) << line;
         EXPECT_EQ(dp_.log.size(), log_size) << line;
@@ -213,6 +226,69 @@ TEST_F(ControlTest, BadRequestsAreRefusedAndChangeNothing)
     json stats = call(R"({"op":"stats"})");
     EXPECT_EQ(stats["request_errors"], 18);
     EXPECT_EQ(stats["counters"]["completed"], 42);
+}
+
+TEST_F(ControlTest, AWrongTokenIsRefusedAsUnauthorized)
+{
+    const std::string token = "0123456789abcdef";
+    json reply =
+        json::parse(api_.handle_line(R"({"op":"stats","token":"0123456789abcdeF"})", token));
+    EXPECT_EQ(reply, json::parse(
+                         R"({"ok":false,"code":"unauthorized","error":"missing or wrong token"})"));
+    reply = json::parse(api_.handle_line(R"({"op":"stats"})", token));
+    EXPECT_EQ(reply["code"], "unauthorized");
+    reply = json::parse(api_.handle_line(R"({"op":"stats","token":"0123456789abcdef"})", token));
+    EXPECT_EQ(reply["ok"], true) << reply;
+}
+
+TEST_F(ControlTest, StatusDescribesTheNodeItsMemoryAndWhatEachPathCarries)
+{
+    call(R"({"op":"create_job","id":1,"workers":2,"gradient_elems":256000})");  // 1000 chunks
+    call(R"({"op":"create_job","id":2,"workers":1,"gradient_elems":2560,"host_path":true})");
+    call(R"({"op":"join","job":1,"rank":0,"addr":"10.0.0.1","port":9872})");
+    json bare = call(R"({"op":"status"})");
+    EXPECT_FALSE(bare.contains("interface")) << bare;  // no node description given
+    api_.set_node_status([] {
+        NodeStatus n;
+        n.interface = "ens1f0";
+        n.datapath = "xdp";
+        n.xdp_mode = "native";
+        n.xdp = {true, "native", 77};
+        n.control_socket = "/run/xagg/xaggd.sock";
+        n.metrics_address = "127.0.0.1:9873";
+        return n;
+    });
+    json s = call(R"({"op":"status"})");
+    ASSERT_EQ(s["ok"], true) << s;
+    EXPECT_EQ(s["version"], XAGG_RELEASE);
+    EXPECT_EQ(s["pid"], getpid());
+    EXPECT_EQ(s["interface"], "ens1f0");
+    EXPECT_EQ(s["port"], 9871);
+    EXPECT_EQ(s["xdp"], json::parse(R"({"configured_mode":"native","mode":"native",
+                                        "attached":true,"prog_id":77})"));
+    EXPECT_EQ(s["jobs"], 2);
+    EXPECT_EQ(s["members"], 1);
+    const uint64_t slot = 2 * sizeof(xagg_slot);
+    EXPECT_EQ(s["memory"], json({{"capacity_chunks", 1000},
+                                 {"used_chunks", 1000},
+                                 {"capacity_bytes", 1000 * slot},
+                                 {"used_bytes", 1000 * slot}}));
+    EXPECT_EQ(s["chunks"], json::parse(R"({"fast":1000,"host":10})"));
+    EXPECT_EQ(s["aggregated_bytes"], json::parse(R"({"fast":145408,"host":3072})"));
+    EXPECT_EQ(s["control"]["socket"], "/run/xagg/xaggd.sock");
+    EXPECT_GE(s["uptime_seconds"].get<double>(), 0.0);
+    expect_refused(R"({"op":"status","verbose":true})", "unknown field 'verbose'");
+}
+
+TEST_F(ControlTest, ShowJobReportsRoundProgressFromTheSlots)
+{
+    call(R"({"op":"create_job","id":3,"workers":2,"gradient_elems":1024})");  // 4 chunks
+    // chunk 0: round 5 complete; chunk 1: round 5 waiting for rank 1 (round 4 complete beside
+    // it); chunk 2: round 4 complete; chunk 3: untouched.
+    dp_.states = {{0, 3, 5, 0b11, 0}, {1, 3, 4, 0b11, 0}, {1, 3, 5, 0b01, 0}, {2, 3, 4, 0b11, 0}};
+    json p = call(R"({"op":"show_job","job":3})")["job"]["progress"];
+    EXPECT_EQ(p, json::parse(R"({"newest_round":5,"oldest_round":4,"chunks_complete_at_newest":1,
+                                 "chunks_in_flight":1,"chunks_not_started":1})"));
 }
 
 TEST_F(ControlTest, LogLevelChangesAtRunTime)

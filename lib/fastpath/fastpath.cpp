@@ -3,6 +3,7 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <linux/if_link.h>
 #include <net/if.h>
 #include <unistd.h>
 #include <spdlog/spdlog.h>
@@ -237,6 +238,27 @@ void FastPath::detach()
     xdp_program__close(prog);
     if (err)
         fail(err, "detaching XDP");
+}
+
+Attachment FastPath::attachment() const
+{
+    Attachment a;
+    a.mode = "none";
+    if (!xdp_prog_)
+        return a;
+    LIBBPF_OPTS(bpf_xdp_query_opts, q);
+    if (int err = bpf_xdp_query(ifindex_, 0, &q))
+        fail(err, "querying the XDP program of interface " + std::to_string(ifindex_));
+    switch (q.attach_mode) {
+    case XDP_ATTACHED_DRV: a.mode = "native"; break;
+    case XDP_ATTACHED_SKB: a.mode = "skb"; break;
+    case XDP_ATTACHED_HW: a.mode = "hw"; break;
+    case XDP_ATTACHED_MULTI: a.mode = "multi"; break;
+    default: break;
+    }
+    a.prog_id = q.prog_id ? q.prog_id : (q.drv_prog_id ? q.drv_prog_id : q.skb_prog_id);
+    a.attached = a.prog_id != 0 && a.prog_id == xdp_program__id(xdp_prog_);
+    return a;
 }
 
 void FastPath::ensure_loaded() const

@@ -30,6 +30,13 @@ struct FastPathConfig {
 
 enum class AttachMode { native, skb };
 
+// What the kernel reports for the interface the fast path was attached to.
+struct Attachment {
+    bool attached = false;  // our program is the one the kernel runs there
+    std::string mode;       // "native", "skb", "hw" or "none", as the kernel says
+    uint32_t prog_id = 0;   // the kernel's id of the program attached (ours or not)
+};
+
 // A job as the fast path sees it.
 struct JobSpec {
     uint32_t id = 0;
@@ -46,6 +53,16 @@ using Counters = std::array<uint64_t, XAGG_CNT_MAX>;
 
 // Name of a counter as used in logs and metrics, e.g. "drop_bad_magic".
 const char *counter_name(enum xagg_counter c);
+
+// Contributions added into sums (each is one chunk of gradient), and chunk-rounds completed.
+inline uint64_t contributions(const Counters &c)
+{
+    return c[XAGG_CNT_AGGREGATED] + c[XAGG_CNT_COMPLETED] + c[XAGG_CNT_COMPLETED_FANOUT];
+}
+inline uint64_t completions(const Counters &c)
+{
+    return c[XAGG_CNT_COMPLETED] + c[XAGG_CNT_COMPLETED_FANOUT];
+}
 
 class FastPath {
 public:
@@ -66,6 +83,8 @@ public:
     void attach(const std::string &ifname, AttachMode mode);
     void detach();
     bool attached() const { return xdp_prog_ != nullptr; }
+    // Asks the kernel (not our own bookkeeping) what runs on the interface now.
+    Attachment attachment() const;
 
     void put_job(const JobSpec &job);
     void delete_job(uint32_t job_id);
