@@ -348,7 +348,10 @@ json ControlApi::leave(const json &r)
 json ControlApi::list_jobs(const json &r)
 {
     allow_only(r, {});
-    return {{"jobs", jobs_.to_json()}};
+    json jobs = json::array();
+    for (const auto &[id, job] : jobs_.jobs())
+        jobs.push_back(describe(id));
+    return {{"jobs", jobs}};
 }
 
 json ControlApi::show_job(const json &r)

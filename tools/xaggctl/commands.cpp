@@ -1,0 +1,370 @@
+// SPDX-License-Identifier: MIT
+#include "commands.hpp"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <iostream>
+#include <thread>
+
+#include "completion.hpp"
+#include "config.hpp"
+#include "render.hpp"
+#include "stats.hpp"
+#include "xagg/release.h"
+
+namespace xagg::ctl {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char *kFooter =
+    R"(Exit codes: 0 ok, 1 usage, 2 xaggd unreachable, 3 request refused, 4 permission
+denied on the socket, 5 wrong or missing token, 6 config file invalid, 7 reply not understood.
+Every read command takes --json (one JSON object per line; schema in docs/XAGGCTL.md).
+
+Examples:
+  xaggctl status
+  xaggctl job list
+  xaggctl job create --workers 4 --elems 16777216 --policy evict
+  xaggctl job show 7 --json
+  xaggctl stats --watch 2
+  xaggctl --host 10.0.0.5:9874 --token-file /etc/xagg/token job list
+  xaggctl config check /etc/xagg/xaggd.conf)";
+
+// The endpoint as the flags left it, with the token file read and the timeout applied.
+ApiClient client(const Globals &g)
+{
+    Endpoint e = g.endpoint;
+    e.timeout = std::chrono::milliseconds(static_cast<int64_t>(g.timeout_seconds * 1000));
+    if (!g.token_file.empty()) {
+        try {
+            e.token = daemon::read_token_file(g.token_file);
+        } catch (const std::runtime_error &err) {
+            throw CtlError(kUsage, std::string("--token-file: ") + err.what());
+        }
+    }
+    return ApiClient(e);
+}
+
+// Prints a reply: as one line of JSON, or as `render` makes it for people.
+int print(const Globals &g, const json &data, const std::function<std::string()> &render)
+{
+    if (g.json)
+        std::cout << data.dump() << std::endl;
+    else
+        std::cout << render() << std::flush;
+    return kOk;
+}
+
+void add_status(CLI::App &app, Cli &cli)
+{
+    auto *cmd = app.add_subcommand(
+        "status",
+        "The daemon: release, uptime, the interface and XDP mode the kernel reports, memory "
+        "budget and use, and how chunks and traffic divide between the fast and host paths");
+    cmd->footer("Example: xaggctl status --json | jq .memory");
+    cmd->callback([&cli] {
+        cli.action = [&cli] {
+            json s = client(cli.globals).call({{"op", "status"}});
+            return print(cli.globals, s, [&] { return render_status(s); });
+        };
+    });
+}
+
+void add_job(CLI::App &app, Cli &cli)
+{
+    auto *job = app.add_subcommand("job", "List, show, create and delete jobs");
+    job->require_subcommand(1);
+
+    auto *list = job->add_subcommand("list",
+                                     "Every job: size, members, memory per path, "
+                                     "policy, delivery, stragglers, evictions");
+    list->callback([&cli] {
+        cli.action = [&cli] {
+            json r = client(cli.globals).call({{"op", "list_jobs"}});
+            return print(cli.globals, r, [&] { return render_job_list(r["jobs"]); });
+        };
+    });
+
+    auto *show = job->add_subcommand(
+        "show",
+        "One job: members with their addresses, round progress, chunks on each path, "
+        "the latest straggler events");
+    show->add_option("ID", cli.args.job, "Job id")->required();
+    show->footer("Example: xaggctl job show 7");
+    show->callback([&cli] {
+        cli.action = [&cli] {
+            json r = client(cli.globals).call({{"op", "show_job"}, {"job", cli.args.job}});
+            return print(cli.globals, r, [&] { return render_job(r["job"]); });
+        };
+    });
+
+    auto &c = cli.args.create;
+    auto *create = job->add_subcommand("create", "Create a job; prints it as `job show` does");
+    create->add_option("--workers", c.workers, "Workers (ranks 0..N-1)")
+        ->required()
+        ->check(CLI::Range(1, 64));
+    create->add_option("--elems", c.elems, "Gradient size in values (int32, one per float)")
+        ->required()
+        ->check(CLI::PositiveNumber);
+    create->add_option("--id", c.id, "Job id (1-65535); assigned when absent")
+        ->check(CLI::Range(1, 65535));
+    create->add_option("--policy", c.policy, "What a straggler timeout does")
+        ->check(CLI::IsMember({"wait", "evict"}))
+        ->capture_default_str();
+    create->add_option("--timeout-ms", c.timeout_ms, "A chunk partial this long is a straggler")
+        ->capture_default_str();
+    create
+        ->add_option("--evict-after", c.evict_after,
+                     "Under evict: consecutive timeouts before a rank is removed")
+        ->capture_default_str();
+    create->add_option("--weight", c.weight, "Share of fast-path memory relative to other jobs")
+        ->capture_default_str();
+    create->add_flag("--host-path", c.host_path, "Serve every chunk by the host parameter server");
+    create->add_flag("--fanout", c.fanout, "Unicast results to each member instead of multicast");
+    create->footer(
+        "Example: xaggctl job create --id 7 --workers 4 --elems 16777216 --policy evict");
+    create->callback([&cli, &c] {
+        cli.action = [&cli, &c] {
+            json req = {
+                {"op", "create_job"}, {"workers", c.workers},       {"gradient_elems", c.elems},
+                {"policy", c.policy}, {"timeout_ms", c.timeout_ms}, {"evict_after", c.evict_after},
+                {"weight", c.weight}, {"host_path", c.host_path},   {"fanout", c.fanout}};
+            if (c.id)
+                req["id"] = c.id;
+            json r = client(cli.globals).call(req);
+            return print(cli.globals, r, [&] { return render_job(r["job"]); });
+        };
+    });
+
+    auto *del = job->add_subcommand(
+        "delete", "Delete a job: its members are dropped and its memory goes to the others");
+    del->add_option("ID", cli.args.job, "Job id")->required();
+    del->callback([&cli] {
+        cli.action = [&cli] {
+            const uint32_t id = cli.args.job;
+            json r = client(cli.globals).call({{"op", "delete_job"}, {"job", id}});
+            return print(cli.globals, r,
+                         [&] { return "deleted job " + std::to_string(id) + "\n"; });
+        };
+    });
+}
+
+void add_worker(CLI::App &app, Cli &cli)
+{
+    auto *worker = app.add_subcommand("worker", "Add, remove and evict a job's workers");
+    worker->require_subcommand(1);
+    auto &a = cli.args;
+
+    auto *join = worker->add_subcommand(
+        "join",
+        "Register rank RANK of JOB as sending from ADDR:PORT (what a client does when "
+        "it starts); the only source that rank is accepted from");
+    join->add_option("JOB", a.job, "Job id")->required();
+    join->add_option("RANK", a.rank, "Rank")->required();
+    join->add_option("ADDR", a.addr, "IPv4 address the worker sends from")->required();
+    join->add_option("PORT", a.port, "UDP source port of the worker")->required();
+    join->footer("Example: xaggctl worker join 7 0 10.0.0.11 9872");
+    join->callback([&cli, &a] {
+        cli.action = [&cli, &a] {
+            json r = client(cli.globals)
+                         .call({{"op", "join"},
+                                {"job", a.job},
+                                {"rank", a.rank},
+                                {"addr", a.addr},
+                                {"port", a.port}});
+            return print(cli.globals, r, [&] {
+                return "rank " + std::to_string(a.rank) + " of job " + std::to_string(a.job) +
+                       " joined from " + a.addr + ":" + std::to_string(a.port) + "\n";
+            });
+        };
+    });
+
+    auto *leave = worker->add_subcommand("leave", "Remove rank RANK from JOB's members");
+    leave->add_option("JOB", a.job, "Job id")->required();
+    leave->add_option("RANK", a.rank, "Rank")->required();
+    leave->callback([&cli, &a] {
+        cli.action = [&cli, &a] {
+            json r = client(cli.globals).call({{"op", "leave"}, {"job", a.job}, {"rank", a.rank}});
+            return print(cli.globals, r, [&] {
+                return "rank " + std::to_string(a.rank) + " left job " + std::to_string(a.job) +
+                       "\n";
+            });
+        };
+    });
+
+    auto *evict = worker->add_subcommand(
+        "evict",
+        "Evict rank RANK from JOB now, as the evict policy would: its packets are dropped and "
+        "results no longer wait for it (they say so in their contributor bitmap)");
+    evict->add_option("JOB", a.job, "Job id")->required();
+    evict->add_option("RANK", a.rank, "Rank")->required();
+    evict->footer("Example: xaggctl worker evict 7 2");
+    evict->callback([&cli, &a] {
+        cli.action = [&cli, &a] {
+            json r = client(cli.globals).call({{"op", "evict"}, {"job", a.job}, {"rank", a.rank}});
+            return print(cli.globals, r, [&] {
+                std::string ranks;
+                for (const auto &m : r["job"]["members"])
+                    ranks += (ranks.empty() ? "" : ",") + m["rank"].dump();
+                return "evicted rank " + std::to_string(a.rank) + " from job " +
+                       std::to_string(a.job) + "; results now sum rank(s) " +
+                       (ranks.empty() ? "-" : ranks) + "\n";
+            });
+        };
+    });
+}
+
+void add_stats(CLI::App &app, Cli &cli)
+{
+    auto &s = cli.args.stats;
+    auto *cmd = app.add_subcommand(
+        "stats", "Counters of both paths, as totals and as rates over an interval");
+    cmd->add_option("--interval", s.interval, "Seconds between the two samples of a rate")
+        ->check(CLI::Range(0.05, 3600.0))
+        ->capture_default_str();
+    cmd->add_option("--watch", s.watch,
+                    "Refresh every SECONDS (in place on a terminal; with --json, one line each)")
+        ->check(CLI::Range(0.05, 3600.0));
+    cmd->add_option("--count", s.count, "With --watch: stop after N refreshes (0: never)");
+    cmd->add_flag("--all", s.all, "Every counter, not only those that are not zero");
+    cmd->footer(
+        "Examples:\n  xaggctl stats\n  xaggctl stats --watch 1\n"
+        "  xaggctl stats --json --watch 10 >> stats.jsonl");
+    cmd->callback([&cli, &s] {
+        cli.action = [&cli, &s] {
+            ApiClient api = client(cli.globals);
+            const bool watch = s.watch > 0;
+            const double every = watch ? s.watch : s.interval;
+            const bool in_place = watch && !cli.globals.json && isatty(STDOUT_FILENO);
+            auto sample = [&] {
+                return std::pair{api.call({{"op", "stats"}}), std::chrono::steady_clock::now()};
+            };
+            auto before = sample();
+            for (unsigned frame = 1;; frame++) {
+                std::this_thread::sleep_for(std::chrono::duration<double>(every));
+                auto after = sample();
+                double seconds =
+                    std::chrono::duration<double>(after.second - before.second).count();
+                json f = stats_frame(before.first, after.first, seconds);
+                if (in_place)
+                    std::cout << "\033[H\033[2J";
+                else if (watch && frame > 1 && !cli.globals.json)
+                    std::cout << "\n";
+                print(cli.globals, f, [&] { return render_stats(f, s.all); });
+                if (!watch || (s.count && frame >= s.count))
+                    return static_cast<int>(kOk);
+                before = after;
+            }
+        };
+    });
+}
+
+void add_config(CLI::App &app, Cli &cli)
+{
+    auto *config = app.add_subcommand("config", "Work with xaggd's config file");
+    config->require_subcommand(1);
+    auto &file = cli.args.file;
+    auto *check = config->add_subcommand(
+        "check",
+        "Validate FILE as xaggd would at start, without starting anything; problems "
+        "are reported in xaggd's own words, FILE:LINE first");
+    check->add_option("FILE", file, "Config file")->required()->type_name("PATH");
+    check->footer("Example: xaggctl config check /etc/xagg/xaggd.conf && systemctl reload xaggd");
+    check->callback([&cli, &file] {
+        cli.action = [&cli, &file] {
+            auto problems = daemon::validate_config_file(file);
+            json r = {{"file", file}, {"valid", problems.empty()}, {"problems", problems}};
+            print(cli.globals, r, [&] {
+                std::string out;
+                for (const auto &p : problems)
+                    out += p + "\n";
+                return problems.empty() ? file + ": ok\n" : out;
+            });
+            return static_cast<int>(problems.empty() ? kOk : kConfigInvalid);
+        };
+    });
+}
+
+void add_version(CLI::App &app, Cli &cli)
+{
+    auto *cmd =
+        app.add_subcommand("version", "xaggctl's release, and the daemon's when it can be reached");
+    cmd->callback([&cli] {
+        cli.action = [&cli] {
+            json r = {{"xaggctl", XAGG_RELEASE}, {"xaggd", nullptr}};
+            std::string daemon_line;
+            try {
+                json s = client(cli.globals).call({{"op", "status"}});
+                r["xaggd"] = s["version"];
+                daemon_line = "xaggd " + s["version"].get<std::string>() + " (pid " +
+                              s["pid"].dump() + ", at " + client(cli.globals).endpoint().where() +
+                              ")";
+            } catch (const CtlError &e) {
+                daemon_line = std::string("xaggd: unknown (") + e.what() + ")";
+            }
+            return print(cli.globals, r, [&] {
+                return std::string("xaggctl ") + XAGG_RELEASE + "\n" + daemon_line + "\n";
+            });
+        };
+    });
+}
+
+void add_completion(CLI::App &app, Cli &cli)
+{
+    auto *cmd = app.add_subcommand("completion", "Print a shell completion script");
+    cmd->add_option("SHELL", cli.args.shell, "Shell")->required()->check(CLI::IsMember({"bash"}));
+    cmd->footer("Example: source <(xaggctl completion bash)");
+    cmd->callback([&cli, &app] {
+        cli.action = [&app] {
+            std::cout << bash_completion(app, "xaggctl");
+            return static_cast<int>(kOk);
+        };
+    });
+}
+
+}  // namespace
+
+std::unique_ptr<Cli> make_cli()
+{
+    auto cli = std::make_unique<Cli>();
+    cli->app = std::make_unique<CLI::App>(
+        "xaggctl: the operator's command line for xaggd, the xagg gradient aggregation daemon. "
+        "It talks to the daemon's control API: the local Unix socket by default, or a remote "
+        "daemon with --host and a token.",
+        "xaggctl");
+    CLI::App &app = *cli->app;
+    Globals &g = cli->globals;
+    app.fallthrough();  // global options may follow the subcommand: `job show 7 --json`
+    app.require_subcommand(1);
+    app.footer(kFooter);
+    app.add_option("--socket", g.endpoint.socket_path, "Control socket of the local xaggd")
+        ->type_name("PATH")
+        ->envname("XAGG_SOCKET")
+        ->capture_default_str();
+    app.add_option("--host", g.endpoint.host,
+                   "HOST:PORT of a remote xaggd's control_tcp_address (instead of the socket)")
+        ->envname("XAGG_HOST");
+    app.add_option("--token", g.endpoint.token,
+                   "Token for --host (visible to other users in ps; prefer --token-file)")
+        ->envname("XAGG_TOKEN");
+    app.add_option("--token-file", g.token_file,
+                   "File whose first line is the token for --host (not readable by others)")
+        ->type_name("PATH");
+    app.add_option("--timeout", g.timeout_seconds, "Seconds to wait to connect and for a reply")
+        ->check(CLI::Range(0.01, 3600.0))
+        ->capture_default_str();
+    app.add_flag("--json", g.json, "Print JSON (one object per line) instead of tables");
+    add_status(app, *cli);
+    add_job(app, *cli);
+    add_worker(app, *cli);
+    add_stats(app, *cli);
+    add_config(app, *cli);
+    add_version(app, *cli);
+    add_completion(app, *cli);
+    return cli;
+}
+
+}  // namespace xagg::ctl

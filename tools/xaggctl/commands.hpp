@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: MIT
+// xaggctl's command tree (CLI11) and what each command does. main() only parses and maps
+// failures to exit codes; the tree is also what the bash completion is generated from.
+#pragma once
+
+#include <functional>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "api_client.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace xagg::ctl {
+
+struct Globals {
+    Endpoint endpoint;
+    std::string token_file;
+    double timeout_seconds = 5;
+    bool json = false;
+};
+
+// What the subcommands parse into (each uses its own part).
+struct Args {
+    uint32_t job = 0, rank = 0;  // job show/delete, worker *
+    std::string addr;            // worker join
+    uint16_t port = 0;
+    struct {
+        uint32_t id = 0, workers = 0, timeout_ms = 1000, evict_after = 3;
+        uint64_t elems = 0;
+        std::string policy = "wait";
+        double weight = 1;
+        bool host_path = false, fanout = false;
+    } create;
+    struct {
+        double interval = 1, watch = 0;
+        unsigned count = 0;
+        bool all = false;
+    } stats;
+    std::string file;   // config check
+    std::string shell;  // completion
+};
+
+struct Cli {
+    std::unique_ptr<CLI::App> app;
+    Globals globals;
+    Args args;
+    // Set by the subcommand that was given; returns the exit code.
+    std::function<int()> action;
+};
+
+std::unique_ptr<Cli> make_cli();
+
+}  // namespace xagg::ctl

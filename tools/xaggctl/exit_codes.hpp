@@ -1,0 +1,19 @@
+// SPDX-License-Identifier: MIT
+// xaggctl's exit codes: what a script needs to tell apart without parsing messages. Documented
+// in docs/XAGGCTL.md; the numbers never change meaning.
+#pragma once
+
+namespace xagg::ctl {
+
+enum ExitCode : int {
+    kOk = 0,
+    kUsage = 1,          // bad command line
+    kUnreachable = 2,    // no daemon at the socket or address (or no reply in time)
+    kRefused = 3,        // the daemon refused the request (no such job, bad value, ...)
+    kPermission = 4,     // not allowed to open the control socket
+    kUnauthorized = 5,   // TCP: missing or wrong token
+    kConfigInvalid = 6,  // `config check` found problems
+    kProtocol = 7,       // the reply was not the control API's (wrong port, version skew)
+};
+
+}  // namespace xagg::ctl
