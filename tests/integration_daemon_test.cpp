@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/daemon.hpp"
 #include "support/demo_worker.hpp"
 #include "support/process.hpp"
 #include "support/topology.hpp"
@@ -30,28 +31,6 @@ using namespace std::chrono_literals;
 using nlohmann::json;
 
 constexpr uint32_t kJob = 7;  // results go to group_base + 7 = 239.77.0.7
-
-// One request, one reply, over the control socket.
-json control(const std::string &socket_path, const json &request)
-{
-    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::strncpy(addr.sun_path, socket_path.c_str(), sizeof(addr.sun_path) - 1);
-    if (connect(fd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) != 0) {
-        close(fd);
-        throw std::runtime_error("cannot connect to " + socket_path);
-    }
-    std::string line = request.dump() + "\n";
-    if (write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
-        throw std::runtime_error("short write to the control socket");
-    std::string reply;
-    char c;
-    while (read(fd, &c, 1) == 1 && c != '\n')
-        reply += c;
-    close(fd);
-    return json::parse(reply);
-}
 
 // Stands in for systemd's notification socket (NOTIFY_SOCKET) to see what xaggd reports.
 class NotifySocket {
@@ -113,59 +92,8 @@ uint64_t sample(const std::string &metrics, const std::string &series)
     return std::stoull(metrics.substr(at + series.size() + 2));
 }
 
-class DaemonIntegration : public ::testing::Test {
+class DaemonIntegration : public DaemonTest {
 protected:
-    void SetUp() override
-    {
-        if (geteuid() != 0)
-            GTEST_SKIP() << "needs root: network namespaces and XDP attach";
-        std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-        dir_ = ::testing::TempDir() + "xaggd-it-" + std::to_string(getpid()) + "-" + name;
-        bpffs_ = "/sys/fs/bpf/xaggt" + std::to_string(getpid()) + name.substr(0, 8);
-        std::filesystem::remove_all(dir_);
-        std::filesystem::create_directories(dir_);
-        socket_ = dir_ + "/xaggd.sock";
-    }
-    void TearDown() override
-    {
-        std::filesystem::remove_all(dir_);
-        std::filesystem::remove_all(bpffs_);
-    }
-
-    std::string write_config(const Topology &topo, uint32_t max_chunks = 4096,
-                             uint32_t min_job_chunks = 256) const
-    {
-        std::string path = dir_ + "/xaggd.conf";
-        std::ofstream(path) << "# written by the integration test\n"
-                            << "interface = eth0\n"
-                            << "netns = " << topo.agg() << "\n"
-                            << "max_chunks = " << max_chunks << "\n"
-                            << "min_job_chunks = " << min_job_chunks << "\n"
-                            << "bpffs_dir = " << bpffs_ << "\n"
-                            << "state_dir = " << dir_ << "/state\n"
-                            << "control_socket = " << socket_ << "\n"
-                            << "log_level = debug\n";
-        return path;
-    }
-
-    std::unique_ptr<Process> start_daemon(const std::string &config, const std::string &log)
-    {
-        std::filesystem::remove(socket_);
-        auto p = std::make_unique<Process>(
-            std::vector<std::string>{XAGG_BINARY_DIR "/daemon/xaggd", "--config", config},
-            dir_ + "/" + log);
-        for (int i = 0; i < 200; i++) {
-            try {
-                control(socket_, {{"op", "stats"}});
-                return p;
-            } catch (const std::exception &) {
-                std::this_thread::sleep_for(25ms);
-            }
-        }
-        ADD_FAILURE() << "xaggd did not open its control socket: " << p->output();
-        return p;
-    }
-
     // Creates job kJob and joins every worker; returns the job as the API describes it.
     json create_and_join(unsigned workers, uint32_t chunks, bool host_path = false)
     {
@@ -215,8 +143,6 @@ protected:
             EXPECT_EQ(out["digest"], digest) << "workers disagree";
         }
     }
-
-    std::string dir_, bpffs_, socket_;
 };
 
 TEST_F(DaemonIntegration, JobCreatedOverTheApiGivesExactSums)

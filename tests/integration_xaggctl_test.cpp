@@ -1,0 +1,303 @@
+// SPDX-License-Identifier: MIT
+// xaggctl against a real xaggd in the aggregator namespace, after real traffic from demo
+// workers: every subcommand's table and JSON checked against what the daemon holds (its own
+// control API, the kernel's view of the NIC), and every error case's exit code and message.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "support/daemon.hpp"
+#include "support/demo_worker.hpp"
+#include "support/topology.hpp"
+
+namespace xagg::test {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+constexpr uint32_t kJob = 7;
+constexpr unsigned kWorkers = 3;
+constexpr uint32_t kChunks = 128, kFast = 96, kRounds = 600;
+const std::string kToken = "xaggctl-integration-token-0123456789";
+
+struct Result {
+    int code;
+    std::string out;  // stdout and stderr
+};
+
+// Runs a shell command line; its exit code and everything it printed.
+Result sh(const std::string &cmd)
+{
+    Result r{-1, {}};
+    FILE *p = popen(("{ " + cmd + "; } 2>&1").c_str(), "r");
+    char buf[4096];
+    while (size_t n = fread(buf, 1, sizeof(buf), p))
+        r.out.append(buf, n);
+    int status = pclose(p);
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return r;
+}
+
+// The words of each line, so a table row can be compared without its padding.
+std::vector<std::string> words(const std::string &line)
+{
+    std::istringstream in(line);
+    std::vector<std::string> out;
+    for (std::string w; in >> w;)
+        out.push_back(w);
+    return out;
+}
+
+std::string line_starting(const std::string &text, const std::string &start)
+{
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);)
+        if (line.rfind(start, 0) == 0)
+            return line;
+    return "(no line starting with '" + start + "' in:\n" + text + ")";
+}
+
+// A reply of the control API without its "ok", as xaggctl prints it.
+json without_ok(json reply)
+{
+    EXPECT_EQ(reply["ok"], true) << reply;
+    reply.erase("ok");
+    return reply;
+}
+
+class XaggctlIntegration : public DaemonTest {
+protected:
+    // xaggctl talking to this test's daemon over its socket.
+    Result ctl(const std::string &args) const
+    {
+        return sh(std::string(XAGG_BINARY_DIR "/tools/xaggctl --socket ") + socket_ + " " + args);
+    }
+    json ctl_json(const std::string &args) const
+    {
+        Result r = ctl(args + " --json");
+        EXPECT_EQ(r.code, 0) << args << ": " << r.out;
+        return json::parse(r.out, nullptr, false);
+    }
+    json api(const json &request) const { return without_ok(control(socket_, request)); }
+};
+
+TEST_F(XaggctlIntegration, EverySubcommandShowsWhatTheDaemonHoldsAfterRealTraffic)
+{
+    Topology topo("c", kWorkers);
+    std::string config = write_config(topo, kFast, 16);
+    auto daemon = start_daemon(config, "xaggd.log");
+
+    Result created =
+        ctl("job create --id 7 --workers 3 --elems 32768 --policy evict "
+            "--timeout-ms 5000");
+    ASSERT_EQ(created.code, 0) << created.out;
+    EXPECT_EQ(line_starting(created.out, "job 7"), "job 7: 3 workers, 32768 values (128 chunks)");
+    EXPECT_EQ(line_starting(created.out, "memory"),
+              "memory    96 chunks on the fast path (slots 0-95), 32 on the host path; weight 1.0");
+    EXPECT_EQ(line_starting(created.out, "progress"), "progress  no contribution yet");
+    for (unsigned rank = 0; rank < kWorkers; rank++) {
+        Result joined =
+            ctl("worker join 7 " + std::to_string(rank) + " " + worker_addr(rank) + " 9872");
+        EXPECT_EQ(joined.code, 0) << joined.out;
+        EXPECT_EQ(joined.out, "rank " + std::to_string(rank) + " of job 7 joined from " +
+                                  worker_addr(rank) + ":9872\n");
+    }
+
+    auto workers =
+        start_demo_workers(topo, worker_run(kJob, kWorkers, kChunks, kRounds, "239.77.0.7"), dir_);
+    // While they run: rates, not only totals.
+    json live = ctl_json("stats --interval 0.3");
+    EXPECT_GT(live["fast"]["rates"]["aggregated"].get<double>(), 0.0) << live;
+    EXPECT_GT(live["fast"]["aggregated_gbit_per_s"].get<double>(), 0.0) << live;
+    for (auto &w : workers) {
+        ASSERT_EQ(w->wait(120s), 0) << w->output();
+        EXPECT_EQ(json::parse(w->output())["verified"], kRounds * kChunks);
+    }
+
+    // status: the daemon's view, the kernel's program id, memory and the per-path shares.
+    json status = ctl_json("status");
+    json truth = api({{"op", "status"}});
+    status.erase("uptime_seconds");
+    truth.erase("uptime_seconds");
+    EXPECT_EQ(status, truth);
+    std::smatch m;
+    std::string link = run_command("ip -n " + topo.agg() + " link show eth0");
+    ASSERT_TRUE(std::regex_search(link, m, std::regex("prog/xdp id (\\d+)"))) << link;
+    EXPECT_EQ(status["xdp"], json({{"configured_mode", "native"},
+                                   {"mode", "native"},
+                                   {"attached", true},
+                                   {"prog_id", std::stoul(m[1])}}));
+    EXPECT_EQ(status["memory"]["used_chunks"], kFast);
+    EXPECT_EQ(status["chunks"], json({{"fast", kFast}, {"host", kChunks - kFast}}));
+    EXPECT_EQ(status["aggregated_bytes"]["fast"], uint64_t{kRounds} * kFast * kWorkers * 1024);
+    EXPECT_EQ(status["aggregated_bytes"]["host"],
+              uint64_t{kRounds} * (kChunks - kFast) * kWorkers * 1024);
+    Result table = ctl("status");
+    EXPECT_EQ(table.code, 0);
+    EXPECT_EQ(line_starting(table.out, "XDP"),
+              "XDP        native mode, program id " + m[1].str() + ", attached");
+    EXPECT_EQ(line_starting(table.out, "chunks"),
+              "chunks     96 on the fast path (75.0%), 32 on the host path (25.0%)");
+    EXPECT_EQ(line_starting(table.out, "jobs"), "jobs       1 (3 members joined)");
+
+    // job list and job show: the same jobs, the same numbers.
+    EXPECT_EQ(ctl_json("job list"), api({{"op", "list_jobs"}}));
+    Result list = ctl("job list");
+    EXPECT_EQ(words(line_starting(list.out, "JOB")).size(), 11u) << list.out;
+    EXPECT_EQ(words(line_starting(list.out, "  7")),
+              (std::vector<std::string>{"7", "3", "3", "128", "96", "32", "evict", "multicast",
+                                        "239.77.0.7:9872", "0", "-"}))
+        << list.out;
+    json shown = ctl_json("job show 7");
+    EXPECT_EQ(shown, api({{"op", "show_job"}, {"job", kJob}}));
+    EXPECT_EQ(shown["job"]["progress"], json({{"newest_round", kRounds - 1},
+                                              {"oldest_round", kRounds - 1},
+                                              {"chunks_complete_at_newest", kChunks},
+                                              {"chunks_in_flight", 0},
+                                              {"chunks_not_started", 0}}));
+    Result show = ctl("job show 7");
+    EXPECT_EQ(line_starting(show.out, "progress"),
+              "progress  round 599: 128 of 128 chunks complete, 0 in flight, 0 not started; "
+              "oldest chunk at round 599");
+    EXPECT_EQ(line_starting(show.out, "members"), "members: 3 of 3");
+    for (unsigned rank = 0; rank < kWorkers; rank++)
+        EXPECT_EQ(words(line_starting(show.out, "     " + std::to_string(rank))),
+                  (std::vector<std::string>{std::to_string(rank), worker_addr(rank), "9872"}));
+
+    // stats: the daemon's totals; idle now, so every rate is 0. (Not xagg traffic, such as the
+    // kernel's IPv6 and IGMP chatter, may still arrive: pass_foreign is left out.)
+    auto xagg_only = [](json counters) {
+        counters.erase("pass_foreign");
+        return counters;
+    };
+    json stats = ctl_json("stats --interval 0.2");
+    json counters = api({{"op", "stats"}});
+    EXPECT_EQ(xagg_only(stats["fast"]["counters"]), xagg_only(counters["counters"]));
+    EXPECT_EQ(xagg_only(stats["host"]["counters"]), xagg_only(counters["host_counters"]));
+    EXPECT_EQ(stats["fast"]["chunks_completed"], uint64_t{kRounds} * kFast);
+    EXPECT_EQ(stats["host"]["chunks_completed"], uint64_t{kRounds} * (kChunks - kFast));
+    EXPECT_EQ(stats["fast"]["counters"]["aggregated"], uint64_t{kRounds} * kFast * 2);
+    const json rates = xagg_only(stats["fast"]["rates"]);
+    for (const auto &[name, rate] : rates.items())
+        EXPECT_EQ(rate, 0.0) << name;
+    Result watched = ctl("stats --watch 0.1 --count 3 --json");
+    EXPECT_EQ(watched.code, 0);
+    std::istringstream frames(watched.out);
+    int n = 0;
+    for (std::string line; std::getline(frames, line); n++)
+        EXPECT_EQ(json::parse(line)["fast"]["chunks_completed"], uint64_t{kRounds} * kFast);
+    EXPECT_EQ(n, 3);
+    Result stats_table = ctl("stats --interval 0.1");
+    EXPECT_EQ(words(line_starting(stats_table.out, "chunks completed")),
+              (std::vector<std::string>{"chunks", "completed", "57600", "0.0", "19200", "0.0"}));
+
+    // worker evict / leave, job delete: done, and the daemon agrees.
+    Result evicted = ctl("worker evict 7 2");
+    EXPECT_EQ(evicted.out, "evicted rank 2 from job 7; results now sum rank(s) 0,1\n");
+    EXPECT_EQ(api({{"op", "show_job"}, {"job", kJob}})["job"]["evicted_ranks"], json({2}));
+    EXPECT_EQ(ctl("worker leave 7 1").out, "rank 1 left job 7\n");
+    EXPECT_EQ(api({{"op", "show_job"}, {"job", kJob}})["job"]["members"].size(), 1u);
+    EXPECT_EQ(ctl("job delete 7").out, "deleted job 7\n");
+    EXPECT_EQ(api({{"op", "list_jobs"}})["jobs"], json::array());
+    EXPECT_EQ(ctl("job list").out, "no jobs\n");
+
+    // version: ours and the daemon's.
+    json pid = api({{"op", "status"}})["pid"];
+    EXPECT_EQ(ctl("version").out, "xaggctl " XAGG_TEST_RELEASE "\nxaggd " XAGG_TEST_RELEASE
+                                  " (pid " +
+                                      pid.dump() + ", at " + socket_ + ")\n");
+    EXPECT_EQ(ctl_json("version"),
+              json({{"xaggctl", XAGG_TEST_RELEASE}, {"xaggd", XAGG_TEST_RELEASE}}));
+
+    // config check: the running config is good; a bad one gets xaggd's own messages.
+    Result good = ctl("config check " + config);
+    EXPECT_EQ(good.code, 0);
+    EXPECT_EQ(good.out, config + ": ok\n");
+    std::string bad = dir_ + "/bad.conf";
+    std::ofstream(bad) << "interface = eth0\nmax_chunks = lots\nbogus = 1\n";
+    Result checked = ctl("config check " + bad);
+    EXPECT_EQ(checked.code, 6) << checked.out;
+    Result refused = sh(std::string(XAGG_BINARY_DIR "/daemon/xaggd --config ") + bad);
+    EXPECT_EQ(refused.code, 1);
+    std::istringstream problems(checked.out);
+    n = 0;
+    for (std::string line; std::getline(problems, line); n++)
+        EXPECT_NE(refused.out.find(line), std::string::npos) << line << "\n" << refused.out;
+    EXPECT_EQ(n, 2) << checked.out;
+    Result as_json = ctl("config check " + bad + " --json");
+    EXPECT_EQ(as_json.code, 6);
+    EXPECT_EQ(json::parse(as_json.out)["problems"].size(), 2u) << as_json.out;
+}
+
+TEST_F(XaggctlIntegration, EachErrorHasItsExitCodeAndSaysWhatToDo)
+{
+    Topology topo("x", 1);
+    std::string config = write_config(topo);
+    std::ofstream(config, std::ios::app) << "control_tcp_address = 0.0.0.0:9874\n"
+                                         << "control_token_file = " << dir_ << "/token\n";
+    std::ofstream(dir_ + "/token") << kToken << "\n";
+    std::filesystem::permissions(dir_ + "/token", std::filesystem::perms::owner_read);
+    auto daemon = start_daemon(config, "xaggd.log");
+
+    Result r = sh(XAGG_BINARY_DIR "/tools/xaggctl --socket " + dir_ + "/nobody.sock status");
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_EQ(r.out, "xaggctl: cannot reach xaggd at " + dir_ +
+                         "/nobody.sock (No such file or directory): is it running? (systemctl "
+                         "status xaggd) If it uses another control_socket, pass --socket PATH\n");
+    EXPECT_EQ(ctl("job show").code, 1);
+    EXPECT_EQ(ctl("job frobnicate").code, 1);
+    r = ctl("job show 999");
+    EXPECT_EQ(r.code, 3);
+    EXPECT_EQ(r.out, "xaggctl: xaggd refused: no job 999\n");
+    EXPECT_EQ(ctl("job create --id 5 --workers 2 --elems 512").code, 0);
+    r = ctl("job create --id 5 --workers 2 --elems 512");
+    EXPECT_EQ(r.code, 3);
+    EXPECT_EQ(r.out, "xaggctl: xaggd refused: job 5 exists\n");
+
+    // Someone who may not use the socket (mode 0660, root's): a copy of xaggctl run as nobody.
+    std::string copy = dir_ + "/xaggctl";
+    std::filesystem::copy_file(XAGG_BINARY_DIR "/tools/xaggctl", copy);
+    r = sh("setpriv --reuid=65534 --regid=65534 --clear-groups " + copy + " --socket " + socket_ +
+           " status");
+    EXPECT_EQ(r.code, 4) << r.out;
+    EXPECT_NE(r.out.find("xaggctl: permission denied on " + socket_ + ": run xaggctl as root"),
+              std::string::npos)
+        << r.out;
+
+    // Over TCP from a worker's namespace, as from another host: the token decides.
+    const std::string remote = "ip netns exec " + topo.worker(0) + " " +
+                               XAGG_BINARY_DIR "/tools/xaggctl --host " + kAggAddr + ":9874 ";
+    r = sh(remote + "status");
+    EXPECT_EQ(r.code, 5) << r.out;
+    EXPECT_NE(r.out.find("refused the token (missing or wrong token): pass the first line of "
+                         "its control_token_file with --token-file FILE"),
+              std::string::npos)
+        << r.out;
+    EXPECT_EQ(sh(remote + "--token wrong-token-0123456789 status").code, 5);
+    r = sh(remote + "--token-file " + dir_ + "/token job list --json");
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_EQ(json::parse(r.out)["jobs"][0]["id"], 5) << r.out;
+    r = sh("XAGG_TOKEN=" + kToken + " " + remote + "job show 5 --json");
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_EQ(json::parse(r.out)["job"], api({{"op", "show_job"}, {"job", 5}})["job"]);
+    r = sh("ip netns exec " + topo.worker(0) + " " + XAGG_BINARY_DIR "/tools/xaggctl --host " +
+           kAggAddr + ":9875 --token x status");
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_NE(r.out.find("Connection refused"), std::string::npos) << r.out;
+    // Something that is not the control API (the metrics endpoint speaks HTTP).
+    r = sh("ip netns exec " + topo.agg() + " " + XAGG_BINARY_DIR "/tools/xaggctl --host " +
+           "127.0.0.1:9873 --token x status");
+    EXPECT_EQ(r.code, 7) << r.out;
+    EXPECT_NE(r.out.find("is not xaggd's control API"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace xagg::test

@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: MIT
+// xaggd as a real process for integration tests: its config, its start (ready once the control
+// socket answers), and requests to its control socket. Each test gets its own directory, bpffs
+// pin directory and socket, removed afterwards.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/process.hpp"
+#include "support/topology.hpp"
+
+namespace xagg::test {
+
+// One request, one reply, over the control socket.
+inline nlohmann::json control(const std::string &socket_path, const nlohmann::json &request)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, socket_path.c_str(), sizeof(addr.sun_path) - 1);
+    if (connect(fd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) != 0) {
+        close(fd);
+        throw std::runtime_error("cannot connect to " + socket_path);
+    }
+    std::string line = request.dump() + "\n";
+    if (write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+        throw std::runtime_error("short write to the control socket");
+    std::string reply;
+    char c;
+    while (read(fd, &c, 1) == 1 && c != '\n')
+        reply += c;
+    close(fd);
+    return nlohmann::json::parse(reply);
+}
+
+class DaemonTest : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        if (geteuid() != 0)
+            GTEST_SKIP() << "needs root: network namespaces and XDP attach";
+        std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+        dir_ = ::testing::TempDir() + "xaggd-it-" + std::to_string(getpid()) + "-" + name;
+        bpffs_ = "/sys/fs/bpf/xaggt" + std::to_string(getpid()) + name.substr(0, 8);
+        std::filesystem::remove_all(dir_);
+        std::filesystem::create_directories(dir_);
+        socket_ = dir_ + "/xaggd.sock";
+    }
+    void TearDown() override
+    {
+        std::filesystem::remove_all(dir_);
+        std::filesystem::remove_all(bpffs_);
+    }
+
+    std::string write_config(const Topology &topo, uint32_t max_chunks = 4096,
+                             uint32_t min_job_chunks = 256) const
+    {
+        std::string path = dir_ + "/xaggd.conf";
+        std::ofstream(path) << "# written by the integration test\n"
+                            << "interface = eth0\n"
+                            << "netns = " << topo.agg() << "\n"
+                            << "max_chunks = " << max_chunks << "\n"
+                            << "min_job_chunks = " << min_job_chunks << "\n"
+                            << "bpffs_dir = " << bpffs_ << "\n"
+                            << "state_dir = " << dir_ << "/state\n"
+                            << "control_socket = " << socket_ << "\n"
+                            << "log_level = debug\n";
+        return path;
+    }
+
+    std::unique_ptr<Process> start_daemon(const std::string &config, const std::string &log)
+    {
+        std::filesystem::remove(socket_);
+        auto p = std::make_unique<Process>(
+            std::vector<std::string>{XAGG_BINARY_DIR "/daemon/xaggd", "--config", config},
+            dir_ + "/" + log);
+        for (int i = 0; i < 200; i++) {
+            try {
+                control(socket_, {{"op", "stats"}});
+                return p;
+            } catch (const std::exception &) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(25));
+            }
+        }
+        ADD_FAILURE() << "xaggd did not open its control socket: " << p->output();
+        return p;
+    }
+
+    std::string dir_, bpffs_, socket_;
+};
+
+}  // namespace xagg::test
