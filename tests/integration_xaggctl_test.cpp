@@ -25,7 +25,7 @@ using nlohmann::json;
 
 constexpr uint32_t kJob = 7;
 constexpr unsigned kWorkers = 3;
-constexpr uint32_t kChunks = 128, kFast = 96, kRounds = 600;
+constexpr uint32_t kChunks = 128, kFast = 96, kRounds = 1000;
 const std::string kToken = "xaggctl-integration-token-0123456789";
 
 struct Result {
@@ -113,8 +113,11 @@ TEST_F(XaggctlIntegration, EverySubcommandShowsWhatTheDaemonHoldsAfterRealTraffi
 
     auto workers =
         start_demo_workers(topo, worker_run(kJob, kWorkers, kChunks, kRounds, "239.77.0.7"), dir_);
-    // While they run: rates, not only totals.
-    json live = ctl_json("stats --interval 0.3");
+    // While they run: rates, not only totals. (Sampled once traffic has started: the workers
+    // take a moment to start, longer under the sanitizers.)
+    for (int i = 0; i < 500 && api({{"op", "stats"}})["counters"]["aggregated"] == 0; i++)
+        std::this_thread::sleep_for(10ms);
+    json live = ctl_json("stats --interval 0.2");
     EXPECT_GT(live["fast"]["rates"]["aggregated"].get<double>(), 0.0) << live;
     EXPECT_GT(live["fast"]["aggregated_gbit_per_s"].get<double>(), 0.0) << live;
     for (auto &w : workers) {
@@ -165,8 +168,10 @@ TEST_F(XaggctlIntegration, EverySubcommandShowsWhatTheDaemonHoldsAfterRealTraffi
                                               {"chunks_not_started", 0}}));
     Result show = ctl("job show 7");
     EXPECT_EQ(line_starting(show.out, "progress"),
-              "progress  round 599: 128 of 128 chunks complete, 0 in flight, 0 not started; "
-              "oldest chunk at round 599");
+              "progress  round " + std::to_string(kRounds - 1) +
+                  ": 128 of 128 chunks complete, 0 in flight, 0 not started; oldest chunk at "
+                  "round " +
+                  std::to_string(kRounds - 1));
     EXPECT_EQ(line_starting(show.out, "members"), "members: 3 of 3");
     for (unsigned rank = 0; rank < kWorkers; rank++)
         EXPECT_EQ(words(line_starting(show.out, "     " + std::to_string(rank))),
@@ -196,8 +201,10 @@ TEST_F(XaggctlIntegration, EverySubcommandShowsWhatTheDaemonHoldsAfterRealTraffi
         EXPECT_EQ(json::parse(line)["fast"]["chunks_completed"], uint64_t{kRounds} * kFast);
     EXPECT_EQ(n, 3);
     Result stats_table = ctl("stats --interval 0.1");
-    EXPECT_EQ(words(line_starting(stats_table.out, "chunks completed")),
-              (std::vector<std::string>{"chunks", "completed", "57600", "0.0", "19200", "0.0"}));
+    EXPECT_EQ(
+        words(line_starting(stats_table.out, "chunks completed")),
+        (std::vector<std::string>{"chunks", "completed", std::to_string(kRounds * kFast), "0.0",
+                                  std::to_string(kRounds * (kChunks - kFast)), "0.0"}));
 
     // worker evict / leave, job delete: done, and the daemon agrees.
     Result evicted = ctl("worker evict 7 2");
