@@ -11,7 +11,8 @@
 #include <fstream>
 #include <thread>
 
-#include "api_client.hpp"
+#include "control_client.hpp"
+#include "exit_codes.hpp"
 #include "commands.hpp"
 #include "completion.hpp"
 #include "render.hpp"
@@ -168,14 +169,14 @@ TEST(StatsTest, RatesAreDifferencesOverTheInterval)
 
 TEST(ReplyTest, EachKindOfReplyHasItsExitCode)
 {
-    Endpoint e;
+    control::Endpoint e;
     e.socket_path = "/run/test.sock";
     EXPECT_EQ(interpret_reply(R"({"ok":true,"jobs":[]})", e), json::parse(R"({"jobs":[]})"));
     auto code_of = [&](const std::string &line) {
         try {
             interpret_reply(line, e);
-        } catch (const CtlError &err) {
-            return std::pair{err.code(), std::string(err.what())};
+        } catch (const control::ControlError &err) {
+            return std::pair{exit_code(err.failure()), std::string(err.what())};
         }
         return std::pair{kOk, std::string()};
     };
@@ -227,19 +228,19 @@ private:
     std::thread thread_;
 };
 
-ExitCode call_code(const Endpoint &e)
+ExitCode call_code(const control::Endpoint &e)
 {
     try {
-        ApiClient(e).call({{"op", "status"}});
+        control::ControlClient(e).call({{"op", "status"}});
         return kOk;
-    } catch (const CtlError &err) {
-        return err.code();
+    } catch (const control::ControlError &err) {
+        return exit_code(err.failure());
     }
 }
 
 TEST(ClientTest, ConnectionFailuresAreUnreachableOrProtocolErrors)
 {
-    Endpoint e;
+    control::Endpoint e;
     e.socket_path = ::testing::TempDir() + "no-such-xaggd.sock";
     EXPECT_EQ(call_code(e), kUnreachable);
     e.timeout = std::chrono::milliseconds(100);
@@ -256,7 +257,8 @@ TEST(ClientTest, ConnectionFailuresAreUnreachableOrProtocolErrors)
     {
         FakeSocket answers("{\"ok\":true,\"version\":\"9\"}\n", false);
         e.socket_path = answers.path();
-        EXPECT_EQ(ApiClient(e).call({{"op", "status"}}), json::parse(R"({"version":"9"})"));
+        EXPECT_EQ(control::ControlClient(e).call({{"op", "status"}}),
+                  json::parse(R"({"version":"9"})"));
     }
     e.host = "127.0.0.1:1";  // nothing listens on port 1 here
     EXPECT_EQ(call_code(e), kUnreachable);

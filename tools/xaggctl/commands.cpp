@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "completion.hpp"
+#include "exit_codes.hpp"
 #include "config.hpp"
 #include "render.hpp"
 #include "stats.hpp"
@@ -34,18 +35,19 @@ Examples:
   xaggctl config check /etc/xagg/xaggd.conf)";
 
 // The endpoint as the flags left it, with the token file read and the timeout applied.
-ApiClient client(const Globals &g)
+control::ControlClient client(const Globals &g)
 {
-    Endpoint e = g.endpoint;
+    control::Endpoint e = g.endpoint;
     e.timeout = std::chrono::milliseconds(static_cast<int64_t>(g.timeout_seconds * 1000));
     if (!g.token_file.empty()) {
         try {
             e.token = daemon::read_token_file(g.token_file);
         } catch (const std::runtime_error &err) {
-            throw CtlError(kUsage, std::string("--token-file: ") + err.what());
+            throw control::ControlError(control::Failure::usage,
+                                        std::string("--token-file: ") + err.what());
         }
     }
-    return ApiClient(e);
+    return control::ControlClient(e);
 }
 
 // Prints a reply: as one line of JSON, or as `render` makes it for people.
@@ -235,7 +237,7 @@ void add_stats(CLI::App &app, Cli &cli)
         "  xaggctl stats --json --watch 10 >> stats.jsonl");
     cmd->callback([&cli, &s] {
         cli.action = [&cli, &s] {
-            ApiClient api = client(cli.globals);
+            control::ControlClient api = client(cli.globals);
             const bool watch = s.watch > 0;
             const double every = watch ? s.watch : s.interval;
             const bool in_place = watch && !cli.globals.json && isatty(STDOUT_FILENO);
@@ -302,7 +304,7 @@ void add_version(CLI::App &app, Cli &cli)
                 daemon_line = "xaggd " + s["version"].get<std::string>() + " (pid " +
                               s["pid"].dump() + ", at " + client(cli.globals).endpoint().where() +
                               ")";
-            } catch (const CtlError &e) {
+            } catch (const control::ControlError &e) {
                 daemon_line = std::string("xaggd: unknown (") + e.what() + ")";
             }
             return print(cli.globals, r, [&] {

@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "api_client.hpp"
+#include "control_client.hpp"
 
 namespace CLI {
 class App;
@@ -17,7 +17,7 @@ class App;
 namespace xagg::ctl {
 
 struct Globals {
-    Endpoint endpoint;
+    control::Endpoint endpoint;
     std::string token_file;
     double timeout_seconds = 5;
     bool json = false;

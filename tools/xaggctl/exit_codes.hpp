@@ -3,6 +3,8 @@
 // in docs/XAGGCTL.md; the numbers never change meaning.
 #pragma once
 
+#include "control_client.hpp"
+
 namespace xagg::ctl {
 
 enum ExitCode : int {
@@ -15,5 +17,19 @@ enum ExitCode : int {
     kConfigInvalid = 6,  // `config check` found problems
     kProtocol = 7,       // the reply was not the control API's (wrong port, version skew)
 };
+
+// The exit code of each way a request to the daemon can fail.
+constexpr ExitCode exit_code(control::Failure f)
+{
+    switch (f) {
+    case control::Failure::usage: return kUsage;
+    case control::Failure::unreachable: return kUnreachable;
+    case control::Failure::refused: return kRefused;
+    case control::Failure::permission: return kPermission;
+    case control::Failure::unauthorized: return kUnauthorized;
+    case control::Failure::protocol: return kProtocol;
+    }
+    return kProtocol;
+}
 
 }  // namespace xagg::ctl

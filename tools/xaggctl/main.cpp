@@ -22,8 +22,8 @@ int main(int argc, char **argv)
     }
     try {
         return cli->action();
-    } catch (const CtlError &e) {
+    } catch (const xagg::control::ControlError &e) {
         std::cerr << "xaggctl: " << e.what() << "\n";
-        return e.code();
+        return exit_code(e.failure());
     }
 }

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "api_client.hpp"
+#include "control_client.hpp"
 
 #include <fcntl.h>
 #include <netdb.h>
@@ -11,7 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
-namespace xagg::ctl {
+namespace xagg::control {
 namespace {
 
 using nlohmann::json;
@@ -53,7 +53,7 @@ std::string seconds(std::chrono::milliseconds t)
 
 }  // namespace
 
-json ApiClient::call(json request) const
+json ControlClient::call(json request) const
 {
     if (!endpoint_.host.empty())
         request["token"] = endpoint_.token;
@@ -61,37 +61,39 @@ json ApiClient::call(json request) const
     return interpret_reply(exchange(fd.get(), request.dump() + "\n"), endpoint_);
 }
 
-int ApiClient::connect_unix() const
+int ControlClient::connect_unix() const
 {
     const std::string &path = endpoint_.socket_path;
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     if (path.size() >= sizeof(addr.sun_path))
-        throw CtlError(kUsage, "--socket " + path + " is too long for a Unix socket path");
+        throw ControlError(Failure::usage,
+                           "--socket " + path + " is too long for a Unix socket path");
     std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
-        throw CtlError(kUnreachable, std::string("socket: ") + std::strerror(errno));
+        throw ControlError(Failure::unreachable, std::string("socket: ") + std::strerror(errno));
     if (connect(fd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) == 0)
         return fd;
     int err = errno;
     close(fd);
     if (err == EACCES || err == EPERM)
-        throw CtlError(kPermission,
-                       "permission denied on " + path +
-                           ": run xaggctl as root, or as a user of the socket's group (xaggd's "
-                           "control_socket_mode decides who may)");
-    throw CtlError(kUnreachable, "cannot reach xaggd at " + path + " (" + std::strerror(err) +
-                                     "): is it running? (systemctl status xaggd) If it uses "
-                                     "another control_socket, pass --socket PATH");
+        throw ControlError(Failure::permission,
+                           "permission denied on " + path +
+                               ": run xaggctl as root, or as a user of the socket's group (xaggd's "
+                               "control_socket_mode decides who may)");
+    throw ControlError(Failure::unreachable,
+                       "cannot reach xaggd at " + path + " (" + std::strerror(err) +
+                           "): is it running? (systemctl status xaggd) If it uses "
+                           "another control_socket, pass --socket PATH");
 }
 
-int ApiClient::connect_tcp() const
+int ControlClient::connect_tcp() const
 {
     const std::string &hp = endpoint_.host;
     size_t colon = hp.rfind(':');
     if (colon == std::string::npos || colon == 0 || colon + 1 == hp.size())
-        throw CtlError(kUsage, "--host " + hp + ": expected HOST:PORT");
+        throw ControlError(Failure::usage, "--host " + hp + ": expected HOST:PORT");
     std::string host = hp.substr(0, colon), port = hp.substr(colon + 1);
     if (host.size() > 2 && host.front() == '[' && host.back() == ']')
         host = host.substr(1, host.size() - 2);
@@ -99,7 +101,7 @@ int ApiClient::connect_tcp() const
     hints.ai_socktype = SOCK_STREAM;
     addrinfo *found = nullptr;
     if (int e = getaddrinfo(host.c_str(), port.c_str(), &hints, &found))
-        throw CtlError(kUnreachable, "cannot resolve " + hp + ": " + gai_strerror(e));
+        throw ControlError(Failure::unreachable, "cannot resolve " + hp + ": " + gai_strerror(e));
     std::string last = "no address";
     for (addrinfo *ai = found; ai; ai = ai->ai_next) {
         int fd =
@@ -127,20 +129,22 @@ int ApiClient::connect_tcp() const
         close(fd);
     }
     freeaddrinfo(found);
-    throw CtlError(kUnreachable, "cannot reach xaggd at " + hp + " (" + last +
-                                     "): is it running there with control_tcp_address set, "
-                                     "and is the port open?");
+    throw ControlError(Failure::unreachable,
+                       "cannot reach xaggd at " + hp + " (" + last +
+                           "): is it running there with control_tcp_address set, "
+                           "and is the port open?");
 }
 
-std::string ApiClient::exchange(int fd, const std::string &line) const
+std::string ControlClient::exchange(int fd, const std::string &line) const
 {
     for (size_t sent = 0; sent < line.size();) {
         ssize_t n = send(fd, line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
-            throw CtlError(kUnreachable, "xaggd at " + endpoint_.where() +
-                                             " closed the connection: " + std::strerror(errno));
+            throw ControlError(Failure::unreachable,
+                               "xaggd at " + endpoint_.where() +
+                                   " closed the connection: " + std::strerror(errno));
         sent += static_cast<size_t>(n);
     }
     std::string reply;
@@ -150,15 +154,16 @@ std::string ApiClient::exchange(int fd, const std::string &line) const
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
             deadline - std::chrono::steady_clock::now());
         if (left.count() <= 0 || !wait_for(fd, POLLIN, left))
-            throw CtlError(kUnreachable, "no reply from xaggd at " + endpoint_.where() +
-                                             " within " + seconds(endpoint_.timeout) +
-                                             ": is it overloaded or stopped? (--timeout)");
+            throw ControlError(Failure::unreachable,
+                               "no reply from xaggd at " + endpoint_.where() + " within " +
+                                   seconds(endpoint_.timeout) +
+                                   ": is it overloaded or stopped? (--timeout)");
         ssize_t n = recv(fd, buf, sizeof(buf), 0);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
-            throw CtlError(kProtocol, "xaggd at " + endpoint_.where() +
-                                          " closed the connection without a reply");
+            throw ControlError(Failure::protocol, "xaggd at " + endpoint_.where() +
+                                                      " closed the connection without a reply");
         reply.append(buf, static_cast<size_t>(n));
     }
     return reply.substr(0, reply.find('\n'));
@@ -169,20 +174,20 @@ json interpret_reply(const std::string &line, const Endpoint &endpoint)
     json reply = json::parse(line, nullptr, false);
     if (reply.is_discarded() || !reply.is_object() || !reply.contains("ok") ||
         !reply["ok"].is_boolean())
-        throw CtlError(kProtocol, "the reply from " + endpoint.where() +
-                                      " is not xaggd's control API; is that the right "
-                                      "socket or port?");
+        throw ControlError(Failure::protocol, "the reply from " + endpoint.where() +
+                                                  " is not xaggd's control API; is that the right "
+                                                  "socket or port?");
     if (reply["ok"].get<bool>()) {
         reply.erase("ok");
         return reply;
     }
     std::string error = reply.value("error", std::string("no reason given"));
     if (reply.value("code", std::string()) == "unauthorized")
-        throw CtlError(kUnauthorized,
-                       "xaggd at " + endpoint.where() + " refused the token (" + error +
-                           "): pass the first line of its control_token_file with --token-file "
-                           "FILE, --token or XAGG_TOKEN");
-    throw CtlError(kRefused, "xaggd refused: " + error);
+        throw ControlError(Failure::unauthorized,
+                           "xaggd at " + endpoint.where() + " refused the token (" + error +
+                               "): pass the first line of its control_token_file with --token-file "
+                               "FILE, --token or XAGG_TOKEN");
+    throw ControlError(Failure::refused, "xaggd refused: " + error);
 }
 
-}  // namespace xagg::ctl
+}  // namespace xagg::control

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // One request to xaggd's control API and its reply, over the Unix socket or TCP with a token.
-// Every failure becomes a CtlError: the exit code a script sees and one line saying what to do.
+// Used by xaggctl and by the worker client library. Every failure becomes a ControlError: what
+// kind of failure (xaggctl's exit code, the client's error kind) and one line saying what to do.
 #pragma once
 
 #include <chrono>
@@ -8,19 +9,27 @@
 #include <stdexcept>
 #include <string>
 
-#include "exit_codes.hpp"
+namespace xagg::control {
 
-namespace xagg::ctl {
+enum class Failure {
+    usage,         // the endpoint itself is malformed (e.g. --host without a port)
+    unreachable,   // no daemon at the socket or address, or no reply in time
+    refused,       // the daemon refused the request (no such job, bad value, ...)
+    permission,    // not allowed to open the control socket
+    unauthorized,  // TCP: missing or wrong token
+    protocol,      // the reply was not the control API's
+};
 
-class CtlError : public std::runtime_error {
+class ControlError : public std::runtime_error {
 public:
-    CtlError(ExitCode code, const std::string &message) : std::runtime_error(message), code_(code)
+    ControlError(Failure failure, const std::string &message)
+        : std::runtime_error(message), failure_(failure)
     {
     }
-    ExitCode code() const { return code_; }
+    Failure failure() const { return failure_; }
 
 private:
-    ExitCode code_;
+    Failure failure_;
 };
 
 struct Endpoint {
@@ -33,12 +42,12 @@ struct Endpoint {
     std::string where() const { return host.empty() ? socket_path : "tcp " + host; }
 };
 
-class ApiClient {
+class ControlClient {
 public:
-    explicit ApiClient(Endpoint endpoint) : endpoint_(std::move(endpoint)) {}
+    explicit ControlClient(Endpoint endpoint) : endpoint_(std::move(endpoint)) {}
 
     // Sends the request and returns the reply of a request the daemon accepted (without "ok").
-    // Throws CtlError for anything else.
+    // Throws ControlError for anything else.
     nlohmann::json call(nlohmann::json request) const;
 
     const Endpoint &endpoint() const { return endpoint_; }
@@ -54,4 +63,4 @@ private:
 // The reply line's meaning: accepted (returned), refused or not understood (thrown).
 nlohmann::json interpret_reply(const std::string &line, const Endpoint &endpoint);
 
-}  // namespace xagg::ctl
+}  // namespace xagg::control
