@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: MIT
+#include "quantize.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+
+namespace xagg::client {
+
+BlockScan scan_block(const float *values, size_t n)
+{
+    float largest = 0;
+    bool nonfinite = false;
+    for (size_t i = 0; i < n; i++) {
+        float a = std::fabs(values[i]);
+        if (std::isfinite(a))
+            largest = std::max(largest, a);
+        else
+            nonfinite = true;
+    }
+    BlockScan s;
+    s.nonfinite = nonfinite;
+    if (largest > 0) {
+        s.any = true;
+        std::frexp(largest, &s.exponent);
+    }
+    return s;
+}
+
+void encode_scan(const BlockScan &scan, int32_t *groups)
+{
+    if (scan.any) {
+        int level = scan.exponent - kMinFrexpExponent;
+        groups[level / kLevelsPerGroup] += int32_t{1} << (level % kLevelsPerGroup);
+    }
+    if (scan.nonfinite)
+        groups[kExponentGroups - 1] += static_cast<int32_t>(kNonFiniteBit);
+}
+
+int fraction_bits(unsigned workers)
+{
+    return 30 - static_cast<int>(std::bit_width(std::max(workers, 1u) - 1));  // 30 - ceil(log2 W)
+}
+
+BlockScale decode_scale(const int32_t *summed, unsigned workers)
+{
+    BlockScale scale;
+    auto last = static_cast<uint32_t>(summed[kExponentGroups - 1]);
+    // Bit 23 and up of the last group count the workers that saw a NaN or an infinity; no level
+    // of that group reaches bit 23, even summed over 64 workers.
+    scale.nonfinite = last >= kNonFiniteBit;
+    for (int g = kExponentGroups - 1; g >= 0; g--) {
+        auto s = static_cast<uint32_t>(summed[g]);
+        if (g == kExponentGroups - 1)
+            s &= kNonFiniteBit - 1;
+        if (s == 0)
+            continue;
+        int e = g * kLevelsPerGroup + static_cast<int>(std::bit_width(s)) - 1 + kMinFrexpExponent;
+        int x = e - fraction_bits(workers);
+        scale.exponent = static_cast<int8_t>(std::clamp(x, -128, 127));
+        return scale;
+    }
+    return scale;  // every value zero (or non-finite): any exponent is exact; 0
+}
+
+void quantize(const float *values, size_t n, int8_t exponent, int32_t *out)
+{
+    // |q| <= 2^30 when the values are those the exponent was agreed for; the clamp keeps a
+    // buffer changed in the meantime from overflowing the conversion (its sum is then wrong,
+    // but nobody else's).
+    constexpr double kLimit = 1 << 30;
+    for (size_t i = 0; i < n; i++) {
+        float v = values[i];
+        // Exact in double (a float times a power of two), then rounded to the nearest integer.
+        double q = std::isfinite(v) ? std::nearbyint(std::ldexp(double{v}, -exponent)) : 0.0;
+        out[i] = static_cast<int32_t>(std::clamp(q, -kLimit, kLimit));
+    }
+    std::fill(out + n, out + XAGG_CHUNK_ELEMS, 0);
+}
+
+void dequantize(const int32_t *sums, size_t n, const BlockScale &scale, float *out)
+{
+    if (scale.nonfinite) {
+        std::fill(out, out + n, std::numeric_limits<float>::quiet_NaN());
+        return;
+    }
+    const double unit = std::ldexp(1.0, scale.exponent);
+    for (size_t i = 0; i < n; i++)
+        out[i] = static_cast<float>(static_cast<double>(sums[i]) * unit);
+}
+
+double error_bound(int8_t exponent, unsigned workers, double exact)
+{
+    // The integer sum's rounding, then the float conversion's half ulp of what it converts
+    // (normal range: 2^-24 relative; below it, 2^-150 absolute).
+    double rounding = workers * std::ldexp(1.0, exponent - 1);
+    return rounding + std::ldexp(std::fabs(exact) + rounding, -24) + std::ldexp(1.0, -150);
+}
+
+}  // namespace xagg::client

@@ -1,0 +1,225 @@
+// SPDX-License-Identifier: MIT
+// Block-exponent quantization, end to end for W workers with the aggregator's wrapping int32
+// sum in the middle: every result within the documented bound of the float64 reference, on
+// random, skewed, tiny, huge, zero and denormal inputs; NaN and infinity reported and confined to
+// their block.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "quantize.hpp"
+#include "xagg/wire.hpp"
+
+namespace xagg::client {
+namespace {
+
+constexpr size_t kBlock = XAGG_CHUNK_ELEMS;
+
+struct Outcome {
+    std::vector<float> result;       // what every worker gets
+    std::vector<BlockScale> scales;  // per block
+};
+
+// What W clients and the aggregator do, block by block: scan, agree through a summed exponent
+// chunk, quantize, sum (wrapping int32), dequantize.
+Outcome all_reduce(const std::vector<std::vector<float>> &inputs)
+{
+    const unsigned workers = static_cast<unsigned>(inputs.size());
+    const size_t n = inputs[0].size(), blocks = (n + kBlock - 1) / kBlock;
+    Outcome out{std::vector<float>(n), {}};
+    for (size_t b = 0; b < blocks; b++) {
+        const size_t len = std::min(kBlock, n - b * kBlock);
+        int32_t groups[kExponentGroups] = {};
+        for (const auto &in : inputs) {
+            int32_t mine[kExponentGroups] = {};
+            encode_scan(scan_block(in.data() + b * kBlock, len), mine);
+            for (int g = 0; g < kExponentGroups; g++)
+                groups[g] = wire::wrapping_add(groups[g], mine[g]);
+        }
+        BlockScale scale = decode_scale(groups, workers);
+        std::vector<int32_t> sum(kBlock, 0), q(kBlock);
+        for (const auto &in : inputs) {
+            quantize(in.data() + b * kBlock, len, scale.exponent, q.data());
+            for (size_t i = 0; i < kBlock; i++)
+                sum[i] = wire::wrapping_add(sum[i], q[i]);
+        }
+        dequantize(sum.data(), len, scale, out.result.data() + b * kBlock);
+        out.scales.push_back(scale);
+    }
+    return out;
+}
+
+// Checks every finite value against the float64 sum and the bound; returns the worst error
+// relative to its bound.
+double check_bound(const std::vector<std::vector<float>> &inputs, const Outcome &o)
+{
+    double worst = 0;
+    for (size_t i = 0; i < o.result.size(); i++) {
+        double exact = 0;
+        for (const auto &in : inputs)
+            exact += in[i];
+        const BlockScale &s = o.scales[i / kBlock];
+        if (std::fabs(exact) > std::numeric_limits<float>::max()) {
+            EXPECT_EQ(o.result[i], std::copysign(INFINITY, exact)) << "value " << i;
+            continue;
+        }
+        double bound = error_bound(s.exponent, static_cast<unsigned>(inputs.size()), exact);
+        double err = std::fabs(double{o.result[i]} - exact);
+        EXPECT_LE(err, bound) << "value " << i << ": got " << o.result[i] << ", exact " << exact;
+        worst = std::max(worst, err / bound);
+    }
+    return worst;
+}
+
+using Gen = std::function<float(std::mt19937 &, unsigned worker, size_t i)>;
+
+std::vector<std::vector<float>> make(unsigned workers, size_t n, const Gen &gen)
+{
+    std::mt19937 rng(1234);
+    std::vector<std::vector<float>> in(workers, std::vector<float>(n));
+    for (unsigned w = 0; w < workers; w++)
+        for (size_t i = 0; i < n; i++)
+            in[w][i] = gen(rng, w, i);
+    return in;
+}
+
+struct Case {
+    const char *name;
+    Gen gen;
+};
+
+class BoundTest : public ::testing::TestWithParam<std::tuple<Case, unsigned>> {};
+
+TEST_P(BoundTest, EveryValueIsWithinTheDocumentedBound)
+{
+    auto [c, workers] = GetParam();
+    auto inputs = make(workers, 10 * kBlock + 17, c.gen);  // a ragged last block too
+    Outcome o = all_reduce(inputs);
+    for (const auto &s : o.scales)
+        EXPECT_FALSE(s.nonfinite);
+    check_bound(inputs, o);
+}
+
+const Case kCases[] = {
+    {"uniform", [](std::mt19937 &r, unsigned,
+                   size_t) { return std::uniform_real_distribution<float>(-1, 1)(r); }},
+    {"gaussian_gradients", [](std::mt19937 &r, unsigned,
+                              size_t) { return std::normal_distribution<float>(0, 1e-3f)(r); }},
+    // Magnitudes from 1e-30 to 1e30 side by side in one block, differing per worker.
+    {"skewed",
+     [](std::mt19937 &r, unsigned, size_t) {
+         float e = std::uniform_real_distribution<float>(-30, 30)(r);
+         return std::pow(10.0f, e) * (r() % 2 ? 1.0f : -1.0f);
+     }},
+    // One worker's block dominates the others by 2^40.
+    {"one_loud_worker",
+     [](std::mt19937 &r, unsigned w, size_t) {
+         float v = std::uniform_real_distribution<float>(-1, 1)(r);
+         return w == 0 ? std::ldexp(v, 40) : v;
+     }},
+    {"tiny", [](std::mt19937 &r, unsigned,
+                size_t) { return std::uniform_real_distribution<float>(-1e-36f, 1e-36f)(r); }},
+    {"denormal",
+     [](std::mt19937 &r, unsigned, size_t) {
+         return std::numeric_limits<float>::denorm_min() * static_cast<float>(r() % 1000) *
+                (r() % 2 ? 1.0f : -1.0f);
+     }},
+    {"huge",
+     [](std::mt19937 &r, unsigned, size_t) {
+         // (in double: the width of a float range this wide is itself beyond float)
+         return static_cast<float>(std::uniform_real_distribution<double>(-3e38, 3e38)(r));
+     }},
+    {"zero", [](std::mt19937 &, unsigned, size_t) { return 0.0f; }},
+    {"integers_exact",
+     [](std::mt19937 &r, unsigned, size_t) {
+         return static_cast<float>(static_cast<int>(r() % 2001) - 1000);
+     }},
+};
+
+INSTANTIATE_TEST_SUITE_P(Inputs, BoundTest,
+                         ::testing::Combine(::testing::ValuesIn(kCases),
+                                            ::testing::Values(1u, 2u, 4u, 7u, 64u)),
+                         [](const auto &param_info) {
+                             return std::string(std::get<0>(param_info.param).name) + "_" +
+                                    std::to_string(std::get<1>(param_info.param)) + "workers";
+                         });
+
+TEST(QuantizeTest, ZeroAndSmallIntegersAreExact)
+{
+    auto inputs = make(4, kBlock, [](std::mt19937 &r, unsigned, size_t i) {
+        return i < 128 ? 0.0f : static_cast<float>(static_cast<int>(r() % 201) - 100);
+    });
+    Outcome o = all_reduce(inputs);
+    for (size_t i = 0; i < kBlock; i++) {
+        double exact = 0;
+        for (const auto &in : inputs)
+            exact += in[i];
+        EXPECT_EQ(double{o.result[i]}, exact) << i;
+    }
+}
+
+TEST(QuantizeTest, TheAgreedExponentIsTheLargestWorkersWithinLog2W)
+{
+    // Worker maxima 2^-3 .. 2^10 (frexp exponents -2 .. 11): E is 11 plus at most log2(W).
+    for (unsigned workers : {1u, 3u, 14u, 64u}) {
+        int32_t groups[kExponentGroups] = {};
+        for (unsigned w = 0; w < workers; w++) {
+            float v = std::ldexp(1.0f, -3 + static_cast<int>(w % 14));
+            encode_scan(scan_block(&v, 1), groups);
+        }
+        int emax = 0;
+        std::frexp(std::ldexp(1.0f, -3 + static_cast<int>(std::min(workers, 14u) - 1)), &emax);
+        BlockScale s = decode_scale(groups, workers);
+        int e = s.exponent + fraction_bits(workers);
+        EXPECT_GE(e, emax) << workers;
+        EXPECT_LE(e, emax + static_cast<int>(std::log2(workers))) << workers;
+    }
+}
+
+TEST(QuantizeTest, NanAndInfinityAreReportedAndStayInTheirBlock)
+{
+    auto inputs = make(4, 3 * kBlock, [](std::mt19937 &r, unsigned, size_t) {
+        return std::uniform_real_distribution<float>(-1, 1)(r);
+    });
+    inputs[2][kBlock + 5] = std::numeric_limits<float>::quiet_NaN();  // block 1
+    inputs[3][kBlock + 9] = INFINITY;                                 // block 1 too
+    inputs[0][2 * kBlock] = -INFINITY;                                // block 2
+    Outcome o = all_reduce(inputs);
+    EXPECT_FALSE(o.scales[0].nonfinite);
+    EXPECT_TRUE(o.scales[1].nonfinite);
+    EXPECT_TRUE(o.scales[2].nonfinite);
+    for (size_t i = kBlock; i < 3 * kBlock; i++)
+        EXPECT_TRUE(std::isnan(o.result[i])) << i;
+    // Block 0 is untouched: within the bound of its own exact sums.
+    std::vector<std::vector<float>> first;
+    for (const auto &in : inputs)
+        first.emplace_back(in.begin(), in.begin() + kBlock);
+    Outcome clean{std::vector<float>(o.result.begin(), o.result.begin() + kBlock), {o.scales[0]}};
+    check_bound(first, clean);
+    // The flag counts up to 64 workers without touching the levels beside it.
+    int32_t groups[kExponentGroups] = {};
+    float v = std::ldexp(1.0f, 127), nan = NAN;
+    for (int w = 0; w < 64; w++) {
+        encode_scan(scan_block(&v, 1), groups);
+        encode_scan(scan_block(&nan, 1), groups);
+    }
+    BlockScale s = decode_scale(groups, 64);
+    EXPECT_TRUE(s.nonfinite);
+    EXPECT_EQ(s.exponent + fraction_bits(64), 128 + 6);
+}
+
+TEST(QuantizeTest, FractionBitsLeaveRoomForEveryWorker)
+{
+    EXPECT_EQ(fraction_bits(1), 30);
+    EXPECT_EQ(fraction_bits(2), 29);
+    EXPECT_EQ(fraction_bits(3), 28);
+    EXPECT_EQ(fraction_bits(4), 28);
+    EXPECT_EQ(fraction_bits(64), 24);
+}
+
+}  // namespace
+}  // namespace xagg::client
