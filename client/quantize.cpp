@@ -98,4 +98,34 @@ double error_bound(int8_t exponent, unsigned workers, double exact)
     return rounding + std::ldexp(std::fabs(exact) + rounding, -24) + std::ldexp(1.0, -150);
 }
 
+Expected expected_allreduce(const std::vector<std::span<const float>> &inputs)
+{
+    constexpr size_t kBlock = XAGG_CHUNK_ELEMS;
+    const auto workers = static_cast<unsigned>(inputs.size());
+    const size_t n = inputs.empty() ? 0 : inputs[0].size(), blocks = (n + kBlock - 1) / kBlock;
+    Expected out{std::vector<float>(n), std::vector<BlockScale>(blocks)};
+    for (size_t b = 0; b < blocks; b++) {
+        const size_t at = b * kBlock, len = std::min(kBlock, n - at);
+        int32_t groups[kExponentGroups] = {};
+        for (const auto &in : inputs) {
+            int32_t mine[kExponentGroups] = {};
+            encode_scan(scan_block(in.data() + at, len), mine);
+            for (int g = 0; g < kExponentGroups; g++)  // the aggregator's wrapping add
+                groups[g] = static_cast<int32_t>(static_cast<uint32_t>(groups[g]) +
+                                                 static_cast<uint32_t>(mine[g]));
+        }
+        BlockScale scale = decode_scale(groups, workers);
+        int32_t sum[kBlock] = {}, q[kBlock];
+        for (const auto &in : inputs) {
+            quantize(in.data() + at, len, scale.exponent, q);
+            for (size_t i = 0; i < kBlock; i++)
+                sum[i] = static_cast<int32_t>(static_cast<uint32_t>(sum[i]) +
+                                              static_cast<uint32_t>(q[i]));
+        }
+        dequantize(sum, len, scale, out.values.data() + at);
+        out.scales[b] = scale;
+    }
+    return out;
+}
+
 }  // namespace xagg::client

@@ -33,6 +33,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
+#include <vector>
 
 #include "xagg/proto.h"
 
@@ -73,5 +75,14 @@ void dequantize(const int32_t *sums, size_t n, const BlockScale &scale, float *o
 
 // The documented bound on |result - exact sum| of one value whose exact sum is `exact`.
 double error_bound(int8_t exponent, unsigned workers, double exact);
+
+// What a job of inputs.size() workers computes for these inputs (every worker gets the same),
+// reproduced bit for bit without a network: scan, agree, quantize, wrapping sum, dequantize.
+// With the agreed scale of every block, for the error bound. For verification and tests.
+struct Expected {
+    std::vector<float> values;
+    std::vector<BlockScale> scales;  // per block of 256
+};
+Expected expected_allreduce(const std::vector<std::span<const float>> &inputs);
 
 }  // namespace xagg::client

@@ -12,64 +12,36 @@
 #include <vector>
 
 #include "quantize.hpp"
-#include "xagg/wire.hpp"
 
 namespace xagg::client {
 namespace {
 
 constexpr size_t kBlock = XAGG_CHUNK_ELEMS;
 
-struct Outcome {
-    std::vector<float> result;       // what every worker gets
-    std::vector<BlockScale> scales;  // per block
-};
-
-// What W clients and the aggregator do, block by block: scan, agree through a summed exponent
-// chunk, quantize, sum (wrapping int32), dequantize.
-Outcome all_reduce(const std::vector<std::vector<float>> &inputs)
+// What W clients and the aggregator compute.
+Expected all_reduce(const std::vector<std::vector<float>> &inputs)
 {
-    const unsigned workers = static_cast<unsigned>(inputs.size());
-    const size_t n = inputs[0].size(), blocks = (n + kBlock - 1) / kBlock;
-    Outcome out{std::vector<float>(n), {}};
-    for (size_t b = 0; b < blocks; b++) {
-        const size_t len = std::min(kBlock, n - b * kBlock);
-        int32_t groups[kExponentGroups] = {};
-        for (const auto &in : inputs) {
-            int32_t mine[kExponentGroups] = {};
-            encode_scan(scan_block(in.data() + b * kBlock, len), mine);
-            for (int g = 0; g < kExponentGroups; g++)
-                groups[g] = wire::wrapping_add(groups[g], mine[g]);
-        }
-        BlockScale scale = decode_scale(groups, workers);
-        std::vector<int32_t> sum(kBlock, 0), q(kBlock);
-        for (const auto &in : inputs) {
-            quantize(in.data() + b * kBlock, len, scale.exponent, q.data());
-            for (size_t i = 0; i < kBlock; i++)
-                sum[i] = wire::wrapping_add(sum[i], q[i]);
-        }
-        dequantize(sum.data(), len, scale, out.result.data() + b * kBlock);
-        out.scales.push_back(scale);
-    }
-    return out;
+    std::vector<std::span<const float>> views(inputs.begin(), inputs.end());
+    return expected_allreduce(views);
 }
 
 // Checks every finite value against the float64 sum and the bound; returns the worst error
 // relative to its bound.
-double check_bound(const std::vector<std::vector<float>> &inputs, const Outcome &o)
+double check_bound(const std::vector<std::vector<float>> &inputs, const Expected &o)
 {
     double worst = 0;
-    for (size_t i = 0; i < o.result.size(); i++) {
+    for (size_t i = 0; i < o.values.size(); i++) {
         double exact = 0;
         for (const auto &in : inputs)
             exact += in[i];
         const BlockScale &s = o.scales[i / kBlock];
         if (std::fabs(exact) > std::numeric_limits<float>::max()) {
-            EXPECT_EQ(o.result[i], std::copysign(INFINITY, exact)) << "value " << i;
+            EXPECT_EQ(o.values[i], std::copysign(INFINITY, exact)) << "value " << i;
             continue;
         }
         double bound = error_bound(s.exponent, static_cast<unsigned>(inputs.size()), exact);
-        double err = std::fabs(double{o.result[i]} - exact);
-        EXPECT_LE(err, bound) << "value " << i << ": got " << o.result[i] << ", exact " << exact;
+        double err = std::fabs(double{o.values[i]} - exact);
+        EXPECT_LE(err, bound) << "value " << i << ": got " << o.values[i] << ", exact " << exact;
         worst = std::max(worst, err / bound);
     }
     return worst;
@@ -98,7 +70,7 @@ TEST_P(BoundTest, EveryValueIsWithinTheDocumentedBound)
 {
     auto [c, workers] = GetParam();
     auto inputs = make(workers, 10 * kBlock + 17, c.gen);  // a ragged last block too
-    Outcome o = all_reduce(inputs);
+    Expected o = all_reduce(inputs);
     for (const auto &s : o.scales)
         EXPECT_FALSE(s.nonfinite);
     check_bound(inputs, o);
@@ -153,12 +125,12 @@ TEST(QuantizeTest, ZeroAndSmallIntegersAreExact)
     auto inputs = make(4, kBlock, [](std::mt19937 &r, unsigned, size_t i) {
         return i < 128 ? 0.0f : static_cast<float>(static_cast<int>(r() % 201) - 100);
     });
-    Outcome o = all_reduce(inputs);
+    Expected o = all_reduce(inputs);
     for (size_t i = 0; i < kBlock; i++) {
         double exact = 0;
         for (const auto &in : inputs)
             exact += in[i];
-        EXPECT_EQ(double{o.result[i]}, exact) << i;
+        EXPECT_EQ(double{o.values[i]}, exact) << i;
     }
 }
 
@@ -188,17 +160,17 @@ TEST(QuantizeTest, NanAndInfinityAreReportedAndStayInTheirBlock)
     inputs[2][kBlock + 5] = std::numeric_limits<float>::quiet_NaN();  // block 1
     inputs[3][kBlock + 9] = INFINITY;                                 // block 1 too
     inputs[0][2 * kBlock] = -INFINITY;                                // block 2
-    Outcome o = all_reduce(inputs);
+    Expected o = all_reduce(inputs);
     EXPECT_FALSE(o.scales[0].nonfinite);
     EXPECT_TRUE(o.scales[1].nonfinite);
     EXPECT_TRUE(o.scales[2].nonfinite);
     for (size_t i = kBlock; i < 3 * kBlock; i++)
-        EXPECT_TRUE(std::isnan(o.result[i])) << i;
+        EXPECT_TRUE(std::isnan(o.values[i])) << i;
     // Block 0 is untouched: within the bound of its own exact sums.
     std::vector<std::vector<float>> first;
     for (const auto &in : inputs)
         first.emplace_back(in.begin(), in.begin() + kBlock);
-    Outcome clean{std::vector<float>(o.result.begin(), o.result.begin() + kBlock), {o.scales[0]}};
+    Expected clean{std::vector<float>(o.values.begin(), o.values.begin() + kBlock), {o.scales[0]}};
     check_bound(first, clean);
     // The flag counts up to 64 workers without touching the levels beside it.
     int32_t groups[kExponentGroups] = {};

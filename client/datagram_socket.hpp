@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: MIT
+// The worker's one UDP socket: it sends every contribution (from the port the daemon registered
+// for its rank) and receives every result (the jobs' multicast groups, and re-sends to itself).
+// Batched both ways, since a worker's kernel stack, not the aggregator, is what limits a
+// socket-based worker (DESIGN.md: ~0.25 Mchunks/s one datagram per system call):
+//  - send: UDP GSO, up to kGsoSegments datagrams in one sendmsg and several of those in one
+//    sendmmsg; without GSO, sendmmsg of single datagrams;
+//  - receive: recvmmsg, with UDP GRO on so the kernel may hand over several results at once.
+#pragma once
+
+#include <netinet/in.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+namespace xagg::client {
+
+class DatagramSocket {
+public:
+    static constexpr size_t kGsoSegments = 61;  // 61 x 1056 bytes: within one 64 KiB UDP send
+
+    // Binds `port` on every address (so results to the groups and to `local` arrive), joins
+    // `groups` on the interface that has `local`. Non-blocking. Throws std::system_error.
+    DatagramSocket(in_addr local, uint16_t port, const std::vector<in_addr> &groups, bool gso);
+    ~DatagramSocket();
+    DatagramSocket(const DatagramSocket &) = delete;
+    DatagramSocket &operator=(const DatagramSocket &) = delete;
+
+    int fd() const { return fd_; }
+
+    // Sends `count` datagrams of `size` bytes each, back to back in `data`, to `to`. Returns how
+    // many left (fewer when the socket buffer is full; the rest can be sent later).
+    size_t send(const sockaddr_in &to, const uint8_t *data, size_t size, size_t count);
+
+    // Reads what has arrived (one batch) and hands each datagram to `on_datagram`. Returns the
+    // number of datagrams; 0 when there was nothing to read.
+    size_t receive(const std::function<void(std::span<const uint8_t>)> &on_datagram);
+
+    bool gso() const { return gso_; }
+
+private:
+    size_t send_gso(const sockaddr_in &to, const uint8_t *data, size_t size, size_t count);
+    size_t send_plain(const sockaddr_in &to, const uint8_t *data, size_t size, size_t count);
+
+    int fd_ = -1;
+    bool gso_;
+    std::vector<uint8_t> rx_;  // kRxSlots buffers of kRxBytes
+};
+
+}  // namespace xagg::client

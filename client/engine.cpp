@@ -1,0 +1,455 @@
+// SPDX-License-Identifier: MIT
+#include "engine.hpp"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <string>
+#include <system_error>
+
+namespace xagg::client {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t now_ns()
+{
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+        .count();
+}
+
+constexpr size_t kBlock = XAGG_CHUNK_ELEMS;
+
+}  // namespace
+
+Engine::Engine(const ClientOptions &options, std::vector<Endpoint> endpoints, in_addr local)
+    : options_(options)
+{
+    std::vector<in_addr> groups;
+    for (const Endpoint &e : endpoints) {
+        auto ch = std::make_unique<Channel>();
+        ch->job = e.job;
+        ch->ring = e.chunks;
+        ch->workers = e.workers;
+        ch->aggregator.sin_family = AF_INET;
+        ch->aggregator.sin_addr = e.aggregator;
+        ch->aggregator.sin_port = htons(e.port);
+        ch->next_round.assign(e.chunks, 0);
+        ch->holder.assign(e.chunks, nullptr);
+        ch->waiting_tail.assign(e.chunks, nullptr);
+        channels_.push_back(std::move(ch));
+        groups.push_back(e.group);
+    }
+    socket_ = std::make_unique<DatagramSocket>(local, endpoints.front().group_port, groups,
+                                               options.gso);
+    for (size_t i = 0; i < endpoints.size(); i++)
+        weights_.push_back(endpoints[i].weight);
+    tx_.resize(std::max(options_.partition_chunks, 1u) * wire::kDatagramBytes);
+    wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (wake_fd_ < 0)
+        throw std::system_error(errno, std::generic_category(), "eventfd");
+    thread_ = std::thread([this] { run(); });
+}
+
+Engine::~Engine()
+{
+    stop_ = true;
+    uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof(one));
+    thread_.join();
+    fail_all(std::make_exception_ptr(
+        ClientError(ClientError::Kind::closed, "the xagg client was closed")));
+    close(wake_fd_);
+}
+
+std::shared_ptr<Op> Engine::submit(float *floats, int32_t *ints, size_t n, int priority)
+{
+    auto op = std::make_shared<Op>();
+    op->floats = floats;
+    op->ints = ints;
+    op->n = n;
+    op->priority = priority;
+    op->started = Clock::now();
+    // This worker's block exponents, scanned on the caller's thread: callers on several threads
+    // spread the scanning over their cores.
+    const size_t blocks = (n + kBlock - 1) / kBlock;
+    double total_weight = 0;
+    for (double w : weights_)
+        total_weight += w;
+    double before = 0;
+    size_t first = 0;
+    op->subs.resize(channels_.size());
+    for (size_t c = 0; c < channels_.size(); c++) {
+        before += weights_[c];
+        size_t end = c + 1 == channels_.size()
+                         ? blocks
+                         : static_cast<size_t>(static_cast<double>(blocks) * before / total_weight);
+        SubOp &sub = op->subs[c];
+        sub.op = op.get();
+        sub.channel = channels_[c].get();
+        sub.first_block = first;
+        sub.blocks = end - first;
+        if (floats) {
+            sub.exponent_chunks =
+                static_cast<uint32_t>((sub.blocks + kBlocksPerExponentChunk - 1) /
+                                      kBlocksPerExponentChunk);
+            sub.scans.resize(sub.blocks);
+            sub.scales.resize(sub.blocks);
+            for (size_t b = 0; b < sub.blocks; b++) {
+                size_t at = (first + b) * kBlock;
+                sub.scans[b] = scan_block(floats + at, std::min(kBlock, n - at));
+            }
+        }
+        first = end;
+    }
+    {
+        std::lock_guard g(submit_lock_);
+        if (failed_)
+            std::rethrow_exception(failure_);
+        op->seq = next_seq_++;
+        submitted_.push_back(op);
+    }
+    uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof(one));
+    return op;
+}
+
+UseKey Engine::key(const Use &u) const
+{
+    return {-u.sub->op->priority, u.sub->op->seq, u.position};
+}
+
+void Engine::accept_submissions()
+{
+    std::deque<std::shared_ptr<Op>> taken;
+    {
+        std::lock_guard g(submit_lock_);
+        taken.swap(submitted_);
+    }
+    for (auto &op : taken) {
+        assign(*op);
+        if (op->open_uses == 0)
+            complete(*op);
+        else
+            active_.push_back(op);
+    }
+}
+
+// Chunk indices and rounds, in submission order: every worker makes the same assignment.
+void Engine::assign(Op &op)
+{
+    for (SubOp &sub : op.subs) {
+        Channel &ch = *sub.channel;
+        const size_t count = sub.exponent_chunks + sub.blocks;
+        sub.uses.resize(count);
+        for (size_t i = 0; i < count; i++) {
+            Use &u = sub.uses[i];
+            u.sub = &sub;
+            u.exponent = i < sub.exponent_chunks;
+            u.item = static_cast<uint32_t>(u.exponent ? i : i - sub.exponent_chunks);
+            u.scale_known = !u.exponent && sub.exponent_chunks == 0;  // int32: nothing to agree
+            u.position = ch.cursor++;
+            u.index = static_cast<uint32_t>(u.position % ch.ring);
+            u.round = ch.next_round[u.index]++;
+            // The send rule: round r of a chunk only after the result of round r - 1.
+            if (ch.holder[u.index] == nullptr) {
+                ch.holder[u.index] = &u;
+                u.holds_index = true;
+                make_ready(u);
+            } else {
+                Use *tail = ch.waiting_tail[u.index];
+                (tail ? tail : ch.holder[u.index])->next_waiting = &u;
+                ch.waiting_tail[u.index] = &u;
+            }
+        }
+        op.open_uses += count;
+        op.report.chunks += count;
+    }
+}
+
+void Engine::make_ready(Use &u)
+{
+    if (u.state != Use::State::waiting || !u.holds_index || (!u.exponent && !u.scale_known))
+        return;
+    u.state = Use::State::ready;
+    u.sub->channel->ready.insert({key(u), &u});
+}
+
+size_t Engine::encode(const Use &u, bool retransmit, uint8_t *out) const
+{
+    const SubOp &sub = *u.sub;
+    const Op &op = *sub.op;
+    wire::Header h;
+    h.flags = retransmit ? XAGG_F_RETRANSMIT : 0;
+    h.rank = static_cast<uint16_t>(options_.rank);
+    h.job_id = sub.channel->job;
+    h.round = u.round;
+    h.chunk = u.index;
+    int32_t values[kBlock] = {};
+    if (u.exponent) {
+        size_t first = size_t{u.item} * kBlocksPerExponentChunk;
+        size_t last = std::min(sub.blocks, first + kBlocksPerExponentChunk);
+        for (size_t b = first; b < last; b++)
+            encode_scan(sub.scans[b], values + (b - first) * kExponentGroups);
+    } else {
+        size_t at = (sub.first_block + u.item) * kBlock, len = std::min(kBlock, op.n - at);
+        if (op.floats) {
+            h.exponent = sub.scales[u.item].exponent;
+            quantize(op.floats + at, len, h.exponent, values);
+        } else {
+            std::memcpy(values, op.ints + at, len * sizeof(int32_t));
+        }
+    }
+    return wire::encode(h, values, {out, wire::kDatagramBytes});
+}
+
+// Sends what the credit allows, best first; a partition at a time.
+void Engine::send_ready(Channel &ch)
+{
+    std::vector<Use *> batch;
+    while (!ch.ready.empty()) {
+        batch.clear();
+        while (batch.size() < options_.partition_chunks && !ch.ready.empty()) {
+            auto best = ch.ready.begin();
+            // The credit: at most `window` in flight. Except for the oldest chunk not yet
+            // answered: every worker sends that one whatever its window holds, so windows
+            // filled in different orders (after losses) cannot wait on each other forever.
+            bool within = ch.in_flight.size() + batch.size() < options_.window;
+            bool oldest = ch.in_flight.empty() || best->first < ch.in_flight.begin()->first;
+            if (!within && !(oldest && batch.empty()))
+                break;
+            batch.push_back(best->second);
+            ch.ready.erase(best);
+            if (!within)
+                break;
+        }
+        if (batch.empty())
+            return;
+        transmit(ch, batch, false);
+        if (!batch.empty())  // the socket is full: try again at the next turn
+            return;
+    }
+}
+
+// Sends the batch; what could not be sent stays in it (and ready).
+void Engine::transmit(Channel &ch, std::vector<Use *> &batch, bool retransmit)
+{
+    for (size_t i = 0; i < batch.size(); i++)
+        encode(*batch[i], retransmit, tx_.data() + i * wire::kDatagramBytes);
+    size_t sent = socket_->send(ch.aggregator, tx_.data(), wire::kDatagramBytes, batch.size());
+    const int64_t now = now_ns();
+    for (size_t i = 0; i < sent; i++) {
+        Use &u = *batch[i];
+        if (retransmit) {
+            u.retries++;
+            u.sub->op->report.retransmits++;
+        } else {
+            u.state = Use::State::in_flight;
+            ch.in_flight.insert({key(u), &u});
+        }
+        auto backoff = int64_t{1} << std::min(u.retries, 3u);  // up to 8x the timer
+        auto timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.timeout);
+        arm(u, now + timeout.count() * backoff);
+    }
+    if (!retransmit)
+        for (size_t i = sent; i < batch.size(); i++)
+            ch.ready.insert({key(*batch[i]), batch[i]});
+    batch.erase(batch.begin(), batch.begin() + static_cast<ptrdiff_t>(sent));
+}
+
+void Engine::on_datagram(std::span<const uint8_t> datagram)
+{
+    auto h = wire::decode(datagram);
+    if (!h || !(h->flags & XAGG_F_RESULT) || h->nelem != kBlock)
+        return;
+    for (auto &ch : channels_) {
+        if (ch->job != h->job_id || h->chunk >= ch->ring)
+            continue;
+        Use *u = ch->holder[h->chunk];
+        // Only the answer to the round in flight counts; duplicates and late copies do not.
+        if (u && u->state == Use::State::in_flight && u->round == h->round)
+            on_result(*u, *h, datagram);
+        return;
+    }
+}
+
+void Engine::on_result(Use &u, const wire::Header &h, std::span<const uint8_t> datagram)
+{
+    SubOp &sub = *u.sub;
+    Op &op = *sub.op;
+    Channel &ch = *sub.channel;
+    if (!(h.contrib >> options_.rank & 1))
+        throw diagnose("a result of job " + std::to_string(ch.job) + " without this worker (rank " +
+                           std::to_string(options_.rank) + ") in it",
+                       ch.job);
+    int32_t sums[kBlock];
+    std::memcpy(sums, datagram.data() + wire::kHeaderBytes, sizeof(sums));  // little-endian
+    const uint64_t full = ch.workers == 64 ? ~0ull : (1ull << ch.workers) - 1;
+    if (u.exponent) {
+        size_t first = size_t{u.item} * kBlocksPerExponentChunk;
+        size_t last = std::min(sub.blocks, first + kBlocksPerExponentChunk);
+        for (size_t b = first; b < last; b++) {
+            sub.scales[b] = decode_scale(sums + (b - first) * kExponentGroups, ch.workers);
+            Use &values = sub.uses[sub.exponent_chunks + b];
+            values.scale_known = true;
+            make_ready(values);
+        }
+    } else {
+        size_t at = (sub.first_block + u.item) * kBlock, len = std::min(kBlock, op.n - at);
+        if (op.floats) {
+            dequantize(sums, len, sub.scales[u.item], op.floats + at);
+            op.report.nonfinite_blocks += sub.scales[u.item].nonfinite;
+        } else {
+            std::memcpy(op.ints + at, sums, len * sizeof(int32_t));
+        }
+    }
+    op.report.fallback_chunks += (h.flags & XAGG_F_FALLBACK) != 0;
+    op.report.partial_chunks += (h.contrib & full) != full;
+    auto summed = static_cast<unsigned>(std::popcount(h.contrib));
+    op.report.contributors =
+        op.report.contributors ? std::min(op.report.contributors, summed) : summed;
+    finish_use(u);
+}
+
+void Engine::finish_use(Use &u)
+{
+    Channel &ch = *u.sub->channel;
+    ch.in_flight.erase({key(u), &u});
+    u.state = Use::State::done;
+    u.timer_generation++;
+    // The index passes to the next use in line, which may now be sent.
+    Use *next = u.next_waiting;
+    ch.holder[u.index] = next;
+    if (next) {
+        if (ch.waiting_tail[u.index] == next)
+            ch.waiting_tail[u.index] = nullptr;
+        next->holds_index = true;
+        make_ready(*next);
+    }
+    Op &op = *u.sub->op;
+    if (--op.open_uses == 0)
+        complete(op);
+}
+
+void Engine::complete(Op &op)
+{
+    std::lock_guard g(op.lock);
+    op.report.seconds = std::chrono::duration<double>(Clock::now() - op.started).count();
+    op.done = true;
+    op.finished.notify_all();
+}
+
+void Engine::arm(Use &u, int64_t deadline)
+{
+    timers_.push({deadline, ++u.timer_generation, &u, u.sub->op->shared_from_this()});
+}
+
+void Engine::check_timers()
+{
+    const int64_t now = now_ns();
+    std::vector<std::vector<Use *>> resend(channels_.size());
+    while (!timers_.empty() && timers_.top().deadline <= now) {
+        Timer t = timers_.top();
+        timers_.pop();
+        const uint32_t generation = t.generation;
+        Use *use = t.use;
+        if (generation != use->timer_generation || use->state != Use::State::in_flight)
+            continue;  // answered, or re-armed since
+        if (use->retries >= options_.max_retries)
+            throw diagnose("no result for chunk " + std::to_string(use->index) + " round " +
+                               std::to_string(use->round) + " after " +
+                               std::to_string(use->retries) + " retransmissions",
+                           use->sub->channel->job);
+        for (size_t c = 0; c < channels_.size(); c++)
+            if (channels_[c].get() == use->sub->channel)
+                resend[c].push_back(use);
+    }
+    for (size_t c = 0; c < channels_.size(); c++) {
+        auto &list = resend[c];
+        for (size_t i = 0; i < list.size(); i += options_.partition_chunks) {
+            std::vector<Use *> batch(list.begin() + static_cast<ptrdiff_t>(i),
+                                     list.begin() + static_cast<ptrdiff_t>(std::min(
+                                                        list.size(), i + options_.partition_chunks)));
+            transmit(*channels_[c], batch, true);
+            for (Use *u : batch)  // not sent (socket full): try again soon
+                arm(*u, now + 1000000);
+        }
+    }
+}
+
+void Engine::fail_all(const std::exception_ptr &error)
+{
+    {
+        std::lock_guard g(submit_lock_);
+        if (!failed_) {
+            failed_ = true;
+            failure_ = error;
+        }
+        for (auto &op : submitted_)
+            active_.push_back(op);
+        submitted_.clear();
+    }
+    for (auto &op : active_) {
+        std::lock_guard g(op->lock);
+        if (op->done)
+            continue;
+        op->error = error;
+        op->done = true;
+        op->finished.notify_all();
+    }
+    active_.clear();
+}
+
+void Engine::run()
+{
+    try {
+        while (!stop_) {
+            accept_submissions();
+            for (auto &ch : channels_)
+                send_ready(*ch);
+            size_t got = 0;
+            for (int i = 0; i < 16; i++) {
+                size_t n = socket_->receive([this](std::span<const uint8_t> d) { on_datagram(d); });
+                if (n == 0)
+                    break;
+                got += n;
+            }
+            check_timers();
+            std::erase_if(active_, [](const std::shared_ptr<Op> &op) {
+                std::lock_guard g(op->lock);
+                return op->done;
+            });
+            if (got)
+                continue;
+            // Idle until a result, a submission or the next timer.
+            int wait_ms = 1;
+            if (active_.empty()) {
+                bool pending;
+                {
+                    std::lock_guard g(submit_lock_);
+                    pending = !submitted_.empty();
+                }
+                wait_ms = pending ? 0 : 100;
+            }
+            bool backlog = false;
+            for (auto &ch : channels_)
+                backlog |= !ch->ready.empty() && ch->in_flight.size() < options_.window;
+            pollfd fds[2] = {{socket_->fd(), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+            if (backlog)
+                fds[0].events |= POLLOUT;
+            poll(fds, 2, wait_ms);
+            if (fds[1].revents & POLLIN) {
+                uint64_t v;
+                (void)!read(wake_fd_, &v, sizeof(v));
+            }
+        }
+    } catch (...) {
+        fail_all(std::current_exception());
+    }
+}
+
+}  // namespace xagg::client

@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: MIT
+// The client's protocol engine: one I/O thread that owns every chunk in flight. It assigns each
+// all-reduce its chunk indices and rounds (in call order, the same on every worker), sends by
+// priority under a credit of chunks in flight, retransmits on timeout, matches results to the
+// chunk-rounds they answer, and runs the two phases of a float all-reduce: agree on the block
+// exponents (quantize.hpp), then send the values.
+#pragma once
+
+#include <netinet/in.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <queue>
+#include <set>
+#include <span>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "datagram_socket.hpp"
+#include "quantize.hpp"
+#include "xagg/client.hpp"
+#include "xagg/wire.hpp"
+
+namespace xagg::client {
+
+struct Op;
+struct SubOp;
+struct Channel;
+
+// One chunk of one all-reduce on one aggregator: what is sent, timed and answered.
+struct Use {
+    enum class State : uint8_t { waiting, ready, in_flight, done };
+    SubOp *sub = nullptr;
+    uint32_t item = 0;       // exponent chunk number, or block number within the sub-op
+    bool exponent = false;   // agreement chunk (float all-reduce) rather than values
+    bool holds_index = false;  // no earlier use of its chunk index is still open
+    bool scale_known = false;  // values: its block's exponent is agreed (or none is needed)
+    State state = State::waiting;
+    uint32_t index = 0;      // chunk index in the job
+    uint32_t round = 0;
+    uint64_t position = 0;   // in the job's ring of chunks: the order of assignment
+    unsigned retries = 0;
+    uint32_t timer_generation = 0;
+    Use *next_waiting = nullptr;  // the next use of the same index
+};
+
+// The part of an all-reduce that goes to one aggregator: a contiguous range of its blocks.
+struct SubOp {
+    Op *op = nullptr;
+    Channel *channel = nullptr;
+    size_t first_block = 0, blocks = 0;  // blocks of 256 values of the op
+    uint32_t exponent_chunks = 0;        // 0 for int32 all-reduces
+    std::vector<BlockScan> scans;        // this worker's, per block
+    std::vector<BlockScale> scales;      // agreed, per block
+    std::vector<Use> uses;               // exponent chunks first, then one per block
+};
+
+// One all-reduce, shared by the caller's handle and the engine.
+struct Op : std::enable_shared_from_this<Op> {
+    uint64_t seq = 0;
+    int priority = 0;
+    float *floats = nullptr;
+    int32_t *ints = nullptr;
+    size_t n = 0;
+    std::vector<SubOp> subs;
+    uint64_t open_uses = 0;
+    AllReduceReport report;
+    std::chrono::steady_clock::time_point started;
+
+    std::mutex lock;
+    std::condition_variable finished;
+    bool done = false;
+    std::exception_ptr error;
+};
+
+// The order chunks are sent in: higher priority first, then older operations, then position.
+struct UseKey {
+    int neg_priority;
+    uint64_t seq, position;
+    auto operator<=>(const UseKey &) const = default;
+};
+
+// One aggregator's job as this worker uses it.
+struct Channel {
+    uint32_t job = 0;
+    uint32_t ring = 0;      // the job's chunks: indices are assigned round-robin over them
+    unsigned workers = 0;   // the job's size (fraction bits, the full contributor set)
+    sockaddr_in aggregator{};
+    uint64_t cursor = 0;
+    std::vector<uint32_t> next_round;             // per index
+    std::vector<Use *> holder, waiting_tail;      // per index: who holds it, last in line
+    std::set<std::pair<UseKey, Use *>> ready;     // sendable, best first
+    std::set<std::pair<UseKey, Use *>> in_flight;  // sent, unanswered
+};
+
+class Engine {
+public:
+    struct Endpoint {
+        uint32_t job = 0, chunks = 0, workers = 0;
+        in_addr aggregator{}, group{};
+        uint16_t port = 0, group_port = 0;
+        double weight = 1;
+    };
+    Engine(const ClientOptions &options, std::vector<Endpoint> endpoints, in_addr local);
+    ~Engine();
+
+    std::shared_ptr<Op> submit(float *floats, int32_t *ints, size_t n, int priority);
+    unsigned workers() const { return channels_.front()->workers; }
+
+    // Called when the engine gives up (timeout, eviction): says why, for the error.
+    std::function<ClientError(const std::string &why, uint32_t job)> diagnose;
+
+private:
+    void run();
+    void accept_submissions();
+    void assign(Op &op);
+    void make_ready(Use &u);
+    void send_ready(Channel &ch);
+    void transmit(Channel &ch, std::vector<Use *> &batch, bool retransmit);
+    size_t encode(const Use &u, bool retransmit, uint8_t *out) const;
+    void on_datagram(std::span<const uint8_t> datagram);
+    void on_result(Use &u, const wire::Header &h, std::span<const uint8_t> datagram);
+    void finish_use(Use &u);
+    void check_timers();
+    void complete(Op &op);
+    void fail_all(const std::exception_ptr &error);
+    UseKey key(const Use &u) const;
+
+    ClientOptions options_;
+    std::vector<std::unique_ptr<Channel>> channels_;
+    std::vector<double> weights_;  // per channel: its share of each operation's blocks
+    std::unique_ptr<DatagramSocket> socket_;
+    int wake_fd_ = -1;
+
+    std::mutex submit_lock_;
+    std::deque<std::shared_ptr<Op>> submitted_;
+    uint64_t next_seq_ = 0;
+    bool failed_ = false;  // under submit_lock_
+    std::exception_ptr failure_;
+
+    std::vector<std::shared_ptr<Op>> active_;  // engine thread only
+    // Retransmission timers, earliest first. A timer keeps its operation alive: it may fire
+    // (and be found stale) after the operation is done.
+    struct Timer {
+        int64_t deadline;
+        uint32_t generation;
+        Use *use;
+        std::shared_ptr<Op> keep;
+        bool operator>(const Timer &o) const { return deadline > o.deadline; }
+    };
+    std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
+    void arm(Use &u, int64_t deadline);
+    std::vector<uint8_t> tx_;
+    std::atomic<bool> stop_{false};
+    std::thread thread_;
+};
+
+}  // namespace xagg::client

@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: MIT
+// The xagg worker client: all-reduce float (or int32) buffers in place through one or more xagg
+// aggregators. What a training job links against; docs/CLIENT.md is its manual.
+//
+//   xagg::ClientOptions o;
+//   o.aggregators = {{.control_socket = "/run/xagg/xaggd.sock", .address = "10.0.0.5", .job = 7}};
+//   o.rank = 2;
+//   o.local_address = "10.0.0.12";
+//   xagg::Client client(o);              // joins job 7 as rank 2
+//   client.allreduce(std::span(grads));  // every worker's sum, in place
+//
+// Collective rules, as in every all-reduce library: every worker of the job makes the same
+// calls, with the same sizes, in the same order (priorities may differ in effect but must be
+// given the same). Calls may come from several threads, but then that order must still be the
+// same on every worker.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace xagg {
+
+// One aggregator node: its xaggd's control API and its data-plane address.
+struct Aggregator {
+    std::string control_socket = "/run/xagg/xaggd.sock";  // the daemon's Unix socket, or:
+    std::string control_host;  // HOST:PORT of its control_tcp_address (used when set)
+    std::string token;         // the token control_host requires
+    std::string address;       // IPv4 of its aggregating NIC: contributions go there
+    uint32_t job = 0;          // the job on that aggregator
+    // Share of every tensor's chunks this aggregator gets, relative to the others. Every
+    // worker must give the same aggregators, in the same order, with the same weights.
+    double weight = 1;
+};
+
+struct ClientOptions {
+    std::vector<Aggregator> aggregators;
+    uint32_t rank = 0;
+    std::string local_address;  // IPv4 this worker sends from; results come back to it
+    // Register the rank (address and port) with each daemon when starting and leave when done.
+    // Off when an operator registered it (xaggctl worker join).
+    bool join = true;
+    unsigned window = 512;  // chunks in flight per aggregator: the credit
+    // Chunks sent back to back (and in one batched send) before the scheduler looks at
+    // priorities again: larger is fewer system calls, smaller lets urgent tensors in sooner.
+    unsigned partition_chunks = 32;
+    std::chrono::milliseconds timeout{20};  // retransmission timer (backs off up to 8x)
+    unsigned max_retries = 200;             // then the aggregator counts as unreachable
+    bool gso = true;                        // batch sends with UDP GSO (else sendmmsg alone)
+};
+
+// What one all-reduce did.
+struct AllReduceReport {
+    uint64_t chunks = 0;            // chunks of 256 values sent (data and exponent chunks)
+    uint64_t retransmits = 0;       // contributions sent again after a timeout
+    uint64_t fallback_chunks = 0;   // results summed by an aggregator's host path
+    uint64_t nonfinite_blocks = 0;  // blocks of 256 values set to NaN: some worker had NaN/inf
+    uint64_t partial_chunks = 0;    // results that lack an evicted worker's contribution
+    unsigned contributors = 0;      // fewest workers summed into any result
+    double seconds = 0;             // from the call to the last result
+};
+
+class ClientError : public std::runtime_error {
+public:
+    enum class Kind {
+        unreachable,  // the daemon's control API cannot be reached
+        refused,      // the daemon refused to join (no such job, rank taken, ...)
+        evicted,      // this worker was evicted from the job
+        job_deleted,  // the job is gone
+        timeout,      // no result after max_retries: the aggregator is not answering
+        closed,       // the client failed earlier or is shutting down
+        invalid,      // a bad argument or option
+    };
+    ClientError(Kind kind, const std::string &message) : std::runtime_error(message), kind_(kind)
+    {
+    }
+    Kind kind() const { return kind_; }
+
+private:
+    Kind kind_;
+};
+
+namespace client {
+class Engine;
+struct Op;
+}  // namespace client
+
+// An all-reduce in progress. The buffer must stay alive and untouched until wait() returns.
+class AllReduce {
+public:
+    AllReduce() = default;
+    bool ready() const;
+    // Blocks until every value is summed; throws ClientError if it cannot be.
+    AllReduceReport wait();
+
+private:
+    friend class Client;
+    explicit AllReduce(std::shared_ptr<client::Op> op) : op_(std::move(op)) {}
+    std::shared_ptr<client::Op> op_;
+};
+
+class Client {
+public:
+    // Joins the job on every aggregator (unless options.join is off) and starts the I/O thread.
+    // Throws ClientError.
+    explicit Client(const ClientOptions &options);
+    ~Client();  // waits for nothing: operations still running fail with Kind::closed
+    Client(const Client &) = delete;
+    Client &operator=(const Client &) = delete;
+
+    // Higher priority is sent first among the operations in flight.
+    AllReduce allreduce_async(std::span<float> data, int priority = 0);
+    AllReduce allreduce_async(std::span<int32_t> data, int priority = 0);
+    AllReduceReport allreduce(std::span<float> data, int priority = 0)
+    {
+        return allreduce_async(data, priority).wait();
+    }
+    AllReduceReport allreduce(std::span<int32_t> data, int priority = 0)
+    {
+        return allreduce_async(data, priority).wait();
+    }
+
+    unsigned workers() const;  // the job's size (of the first aggregator's job)
+
+private:
+    std::unique_ptr<client::Engine> engine_;
+};
+
+}  // namespace xagg

@@ -1,0 +1,291 @@
+// SPDX-License-Identifier: MIT
+// xagg-worker: one worker of a job, through the client library. All-reduces a float (or int32)
+// tensor for a number of iterations, from synthetic data (every worker can compute every
+// rank's, so --verify checks each result bit for bit against the protocol's arithmetic and
+// within the documented bound of the float64 sum) or from a file, and reports the rate.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "netns.hpp"
+#include "quantize.hpp"
+#include "xagg/client.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+    std::vector<std::string> aggregators;
+    std::string netns, input, output, dtype = "float";
+    uint64_t elems = 1 << 20, seed = 1;
+    unsigned iterations = 1;
+    bool verify = false, json = false;
+    xagg::ClientOptions client;
+    unsigned timeout_ms = 20;
+};
+
+// --aggregator address=10.0.0.5,job=7[,socket=PATH][,host=HOST:PORT][,token-file=F][,weight=W]
+xagg::Aggregator parse_aggregator(const std::string &spec)
+{
+    xagg::Aggregator a;
+    std::stringstream in(spec);
+    for (std::string item; std::getline(in, item, ',');) {
+        auto eq = item.find('=');
+        if (eq == std::string::npos)
+            throw CLI::ValidationError("--aggregator", "'" + item + "' is not key=value");
+        std::string k = item.substr(0, eq), v = item.substr(eq + 1);
+        if (k == "address")
+            a.address = v;
+        else if (k == "job")
+            a.job = static_cast<uint32_t>(std::stoul(v));
+        else if (k == "socket")
+            a.control_socket = v;
+        else if (k == "host")
+            a.control_host = v;
+        else if (k == "token-file") {
+            std::ifstream f(v);
+            std::getline(f, a.token);
+        } else if (k == "weight")
+            a.weight = std::stod(v);
+        else
+            throw CLI::ValidationError("--aggregator", "unknown key '" + k + "'");
+    }
+    if (a.address.empty() || a.job == 0)
+        throw CLI::ValidationError("--aggregator", "needs address= and job=");
+    return a;
+}
+
+// Deterministic synthetic gradients: any worker can compute any rank's. Magnitudes vary by
+// block (2^-12 .. 2^7) so the block exponents matter.
+uint64_t mix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+void synthesize(uint64_t seed, uint32_t rank, unsigned iteration, std::vector<float> &out)
+{
+    const uint64_t base = mix(seed ^ mix(uint64_t{rank} << 32 | iteration));
+    for (size_t i = 0; i < out.size(); i++) {
+        uint64_t h = mix(base ^ i);
+        int scale = static_cast<int>(mix(base ^ (i / XAGG_CHUNK_ELEMS) ^ 0x5eed) % 20) - 12;
+        double u = static_cast<double>(h >> 11) / 9007199254740992.0 * 2 - 1;  // [-1, 1)
+        out[i] = static_cast<float>(std::ldexp(u, scale));
+    }
+}
+
+void synthesize(uint64_t seed, uint32_t rank, unsigned iteration, std::vector<int32_t> &out,
+                unsigned workers)
+{
+    const uint64_t base = mix(seed ^ mix(uint64_t{rank} << 32 | iteration));
+    const int64_t bound = INT32_MAX / workers;
+    for (size_t i = 0; i < out.size(); i++)
+        out[i] = static_cast<int32_t>(static_cast<int64_t>(mix(base ^ i) % (2 * bound + 1)) - bound);
+}
+
+struct Verdict {
+    uint64_t exact = 0, wrong = 0, beyond_bound = 0;
+    double worst = 0;  // largest |error| / bound
+};
+
+Verdict verify_float(const Options &o, unsigned workers, unsigned iteration,
+                     const std::vector<float> &got)
+{
+    std::vector<std::vector<float>> inputs(workers, std::vector<float>(got.size()));
+    std::vector<std::span<const float>> views;
+    for (unsigned r = 0; r < workers; r++) {
+        synthesize(o.seed, r, iteration, inputs[r]);
+        views.emplace_back(inputs[r]);
+    }
+    xagg::client::Expected want = xagg::client::expected_allreduce(views);
+    Verdict v;
+    for (size_t i = 0; i < got.size(); i++) {
+        (std::memcmp(&got[i], &want.values[i], sizeof(float)) == 0 ? v.exact : v.wrong)++;
+        double exact = 0;
+        for (unsigned r = 0; r < workers; r++)
+            exact += inputs[r][i];
+        double bound = xagg::client::error_bound(want.scales[i / XAGG_CHUNK_ELEMS].exponent,
+                                                 workers, exact);
+        double err = std::fabs(double{got[i]} - exact);
+        v.beyond_bound += err > bound;
+        v.worst = std::max(v.worst, err / bound);
+    }
+    return v;
+}
+
+Verdict verify_int(const Options &o, unsigned workers, unsigned iteration,
+                   const std::vector<int32_t> &got)
+{
+    std::vector<uint32_t> sum(got.size(), 0);
+    std::vector<int32_t> mine(got.size());
+    for (unsigned r = 0; r < workers; r++) {
+        synthesize(o.seed, r, iteration, mine, workers);
+        for (size_t i = 0; i < got.size(); i++)
+            sum[i] += static_cast<uint32_t>(mine[i]);
+    }
+    Verdict v;
+    for (size_t i = 0; i < got.size(); i++)
+        (static_cast<int32_t>(sum[i]) == got[i] ? v.exact : v.wrong)++;
+    return v;
+}
+
+template <typename T>
+int run(Options &o)
+{
+    xagg::Client client(o.client);
+    const unsigned workers = client.workers();
+    std::vector<T> data(o.elems);
+    if (!o.input.empty()) {
+        std::ifstream in(o.input, std::ios::binary);
+        in.read(reinterpret_cast<char *>(data.data()),
+                static_cast<std::streamsize>(data.size() * sizeof(T)));
+        if (static_cast<size_t>(in.gcount()) != data.size() * sizeof(T))
+            throw std::runtime_error(o.input + ": shorter than " + std::to_string(o.elems) +
+                                     " values");
+    }
+    std::vector<double> times;
+    xagg::AllReduceReport total;
+    Verdict verdict;
+    for (unsigned it = 0; it < o.iterations; it++) {
+        if (o.input.empty()) {
+            if constexpr (std::is_same_v<T, float>)
+                synthesize(o.seed, o.client.rank, it, data);
+            else
+                synthesize(o.seed, o.client.rank, it, data, workers);
+        }
+        auto start = Clock::now();
+        xagg::AllReduceReport r = client.allreduce(std::span<T>(data));
+        times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+        total.chunks += r.chunks;
+        total.retransmits += r.retransmits;
+        total.fallback_chunks += r.fallback_chunks;
+        total.nonfinite_blocks += r.nonfinite_blocks;
+        total.partial_chunks += r.partial_chunks;
+        if (o.verify && o.input.empty()) {
+            Verdict v;
+            if constexpr (std::is_same_v<T, float>)
+                v = verify_float(o, workers, it, data);
+            else
+                v = verify_int(o, workers, it, data);
+            verdict.exact += v.exact;
+            verdict.wrong += v.wrong;
+            verdict.beyond_bound += v.beyond_bound;
+            verdict.worst = std::max(verdict.worst, v.worst);
+        }
+    }
+    if (!o.output.empty())
+        std::ofstream(o.output, std::ios::binary)
+            .write(reinterpret_cast<const char *>(data.data()),
+                   static_cast<std::streamsize>(data.size() * sizeof(T)));
+    double seconds = 0, best = times.empty() ? 0 : times[0];
+    for (double t : times) {
+        seconds += t;
+        best = std::min(best, t);
+    }
+    std::vector<double> sorted = times;
+    std::sort(sorted.begin(), sorted.end());
+    double median = sorted.empty() ? 0 : sorted[sorted.size() / 2];
+    const double bytes = static_cast<double>(o.elems) * sizeof(T);
+    const bool ok = verdict.wrong == 0 && verdict.beyond_bound == 0;
+    if (o.json) {
+        nlohmann::json j = {{"rank", o.client.rank},
+                            {"workers", workers},
+                            {"elems", o.elems},
+                            {"iterations", o.iterations},
+                            {"seconds", seconds},
+                            {"median_seconds", median},
+                            {"best_seconds", best},
+                            {"chunks", total.chunks},
+                            {"retransmits", total.retransmits},
+                            {"fallback_chunks", total.fallback_chunks},
+                            {"partial_chunks", total.partial_chunks},
+                            {"nonfinite_blocks", total.nonfinite_blocks},
+                            {"verified", o.verify},
+                            {"exact", verdict.exact},
+                            {"wrong", verdict.wrong},
+                            {"beyond_bound", verdict.beyond_bound},
+                            {"worst_error_over_bound", verdict.worst}};
+        std::cout << j.dump() << std::endl;
+    } else {
+        std::printf("rank %u: %u x all-reduce of %.1f MiB (%s) with %u workers: median %.3f s, "
+                    "best %.3f s, %.2f Gbit/s of tensor; %lu chunks, %lu retransmits, %lu on "
+                    "the host path",
+                    o.client.rank, o.iterations, bytes / (1 << 20), o.dtype.c_str(), workers,
+                    median, best, bytes * 8 / median / 1e9,
+                    static_cast<unsigned long>(total.chunks),
+                    static_cast<unsigned long>(total.retransmits),
+                    static_cast<unsigned long>(total.fallback_chunks));
+        if (o.verify)
+            std::printf("; verified: %lu values bit-exact, %lu wrong, %lu beyond the bound "
+                        "(worst %.2f of it)",
+                        static_cast<unsigned long>(verdict.exact),
+                        static_cast<unsigned long>(verdict.wrong),
+                        static_cast<unsigned long>(verdict.beyond_bound), verdict.worst);
+        std::printf("\n");
+    }
+    return ok ? 0 : 3;
+}
+
+}  // namespace
+
+int main(int argc, char **argv)
+{
+    Options o;
+    CLI::App app("xagg-worker: one worker of an xagg job, through the client library");
+    app.add_option("--aggregator", o.aggregators,
+                   "address=IPV4,job=ID[,socket=PATH][,host=HOST:PORT][,token-file=F]"
+                   "[,weight=W]; repeat to split tensors across aggregators")
+        ->required();
+    app.add_option("--rank", o.client.rank, "This worker's rank")->required();
+    app.add_option("--local", o.client.local_address, "IPv4 address this worker sends from")
+        ->required();
+    app.add_option("--netns", o.netns, "Run inside this `ip netns` network namespace");
+    app.add_flag("!--no-join", o.client.join, "The rank is registered already (xaggctl)");
+    app.add_option("--elems", o.elems, "Values per tensor")->capture_default_str();
+    app.add_option("--iterations", o.iterations, "All-reduces to run")->capture_default_str();
+    app.add_option("--dtype", o.dtype, "float or int32")
+        ->check(CLI::IsMember({"float", "int32"}))
+        ->capture_default_str();
+    app.add_option("--input", o.input, "Raw file of the tensor (instead of synthetic data)");
+    app.add_option("--output", o.output, "Write the last result here (raw)");
+    app.add_option("--seed", o.seed, "Seed of the synthetic data")->capture_default_str();
+    app.add_flag("--verify", o.verify,
+                 "Check every result: bit for bit against the protocol's arithmetic, and "
+                 "within the error bound of the float64 sum (synthetic data only)");
+    app.add_option("--window", o.client.window, "Chunks in flight per aggregator")
+        ->capture_default_str();
+    app.add_option("--partition", o.client.partition_chunks, "Chunks per scheduling partition")
+        ->capture_default_str();
+    app.add_option("--timeout-ms", o.timeout_ms, "Retransmission timer")->capture_default_str();
+    app.add_option("--max-retries", o.client.max_retries, "Retransmissions before giving up")
+        ->capture_default_str();
+    app.add_flag("!--no-gso", o.client.gso, "Send without UDP GSO (sendmmsg only)");
+    app.add_flag("--json", o.json, "Print the report as JSON");
+    CLI11_PARSE(app, argc, argv);
+    try {
+        for (const auto &spec : o.aggregators)
+            o.client.aggregators.push_back(parse_aggregator(spec));
+        o.client.timeout = std::chrono::milliseconds(o.timeout_ms);
+        if (!o.netns.empty())
+            xagg::sys::enter_netns(o.netns);
+        return o.dtype == "float" ? run<float>(o) : run<int32_t>(o);
+    } catch (const xagg::ClientError &e) {
+        std::cerr << "xagg-worker: rank " << o.client.rank << ": " << e.what() << "\n";
+        return 2;
+    } catch (const std::exception &e) {
+        std::cerr << "xagg-worker: " << e.what() << "\n";
+        return 2;
+    }
+}
