@@ -113,8 +113,9 @@ Client::Client(const ClientOptions &options)
                                                " (" + what + ")");
             } catch (const control::ControlError &e) {
                 if (kind_of(e) == ClientError::Kind::job_deleted)
-                    return ClientError(ClientError::Kind::job_deleted,
-                                       "job " + std::to_string(job) + " was deleted (" + what + ")");
+                    return ClientError(
+                        ClientError::Kind::job_deleted,
+                        "job " + std::to_string(job) + " was deleted (" + what + ")");
                 return ClientError(ClientError::Kind::timeout,
                                    what + "; and the daemon does not answer: " + e.what());
             }

@@ -74,8 +74,7 @@ DatagramSocket::~DatagramSocket()
         close(fd_);
 }
 
-size_t DatagramSocket::send(const sockaddr_in &to, const uint8_t *data, size_t size,
-                            size_t count)
+size_t DatagramSocket::send(const sockaddr_in &to, const uint8_t *data, size_t size, size_t count)
 {
     if (gso_) {
         size_t sent = send_gso(to, data, size, count);

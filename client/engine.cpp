@@ -44,8 +44,8 @@ Engine::Engine(const ClientOptions &options, std::vector<Endpoint> endpoints, in
         channels_.push_back(std::move(ch));
         groups.push_back(e.group);
     }
-    socket_ = std::make_unique<DatagramSocket>(local, endpoints.front().group_port, groups,
-                                               options.gso);
+    socket_ =
+        std::make_unique<DatagramSocket>(local, endpoints.front().group_port, groups, options.gso);
     for (size_t i = 0; i < endpoints.size(); i++)
         weights_.push_back(endpoints[i].weight);
     tx_.resize(std::max(options_.partition_chunks, 1u) * wire::kDatagramBytes);
@@ -94,9 +94,8 @@ std::shared_ptr<Op> Engine::submit(float *floats, int32_t *ints, size_t n, int p
         sub.first_block = first;
         sub.blocks = end - first;
         if (floats) {
-            sub.exponent_chunks =
-                static_cast<uint32_t>((sub.blocks + kBlocksPerExponentChunk - 1) /
-                                      kBlocksPerExponentChunk);
+            sub.exponent_chunks = static_cast<uint32_t>((sub.blocks + kBlocksPerExponentChunk - 1) /
+                                                        kBlocksPerExponentChunk);
             sub.scans.resize(sub.blocks);
             sub.scales.resize(sub.blocks);
             for (size_t b = 0; b < sub.blocks; b++) {
@@ -371,9 +370,10 @@ void Engine::check_timers()
     for (size_t c = 0; c < channels_.size(); c++) {
         auto &list = resend[c];
         for (size_t i = 0; i < list.size(); i += options_.partition_chunks) {
-            std::vector<Use *> batch(list.begin() + static_cast<ptrdiff_t>(i),
-                                     list.begin() + static_cast<ptrdiff_t>(std::min(
-                                                        list.size(), i + options_.partition_chunks)));
+            std::vector<Use *> batch(
+                list.begin() + static_cast<ptrdiff_t>(i),
+                list.begin() +
+                    static_cast<ptrdiff_t>(std::min(list.size(), i + options_.partition_chunks)));
             transmit(*channels_[c], batch, true);
             for (Use *u : batch)  // not sent (socket full): try again soon
                 arm(*u, now + 1000000);

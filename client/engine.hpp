@@ -39,14 +39,14 @@ struct Channel;
 struct Use {
     enum class State : uint8_t { waiting, ready, in_flight, done };
     SubOp *sub = nullptr;
-    uint32_t item = 0;       // exponent chunk number, or block number within the sub-op
-    bool exponent = false;   // agreement chunk (float all-reduce) rather than values
+    uint32_t item = 0;         // exponent chunk number, or block number within the sub-op
+    bool exponent = false;     // agreement chunk (float all-reduce) rather than values
     bool holds_index = false;  // no earlier use of its chunk index is still open
     bool scale_known = false;  // values: its block's exponent is agreed (or none is needed)
     State state = State::waiting;
-    uint32_t index = 0;      // chunk index in the job
+    uint32_t index = 0;  // chunk index in the job
     uint32_t round = 0;
-    uint64_t position = 0;   // in the job's ring of chunks: the order of assignment
+    uint64_t position = 0;  // in the job's ring of chunks: the order of assignment
     unsigned retries = 0;
     uint32_t timer_generation = 0;
     Use *next_waiting = nullptr;  // the next use of the same index
@@ -91,13 +91,13 @@ struct UseKey {
 // One aggregator's job as this worker uses it.
 struct Channel {
     uint32_t job = 0;
-    uint32_t ring = 0;      // the job's chunks: indices are assigned round-robin over them
-    unsigned workers = 0;   // the job's size (fraction bits, the full contributor set)
+    uint32_t ring = 0;     // the job's chunks: indices are assigned round-robin over them
+    unsigned workers = 0;  // the job's size (fraction bits, the full contributor set)
     sockaddr_in aggregator{};
     uint64_t cursor = 0;
-    std::vector<uint32_t> next_round;             // per index
-    std::vector<Use *> holder, waiting_tail;      // per index: who holds it, last in line
-    std::set<std::pair<UseKey, Use *>> ready;     // sendable, best first
+    std::vector<uint32_t> next_round;              // per index
+    std::vector<Use *> holder, waiting_tail;       // per index: who holds it, last in line
+    std::set<std::pair<UseKey, Use *>> ready;      // sendable, best first
     std::set<std::pair<UseKey, Use *>> in_flight;  // sent, unanswered
 };
 

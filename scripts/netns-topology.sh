@@ -11,7 +11,15 @@
 # native XDP_TX on a veth only delivers when its peer has one.
 #
 #   netns-topology.sh up PREFIX WORKERS XDP_PASS_OBJECT
+#   netns-topology.sh detour PREFIX RANK
+#   netns-topology.sh aggregator PREFIX N XDP_PASS_OBJECT
 #   netns-topology.sh down PREFIX
+#
+# `detour` takes worker RANK's port out of the bridge and puts a veth pair in its place: the
+# bridge gets jRANK, and whatever forwards frames between wRANK and kRANK (both in PREFIX-sw;
+# the tests' link impairer) carries that worker's traffic. The worker's NIC then segments its
+# UDP GSO sends itself (gso_max_segs 1), as a real NIC does, so frames cross one at a time.
+# `aggregator` adds a second (third, ...) aggregator node: PREFIX-aggN, eth0 10.77.0.(100+N).
 set -euo pipefail
 
 AGG_ADDR=10.77.0.100
@@ -46,9 +54,29 @@ up() {
     done
 }
 
+detour() {
+    local prefix=$1 rank=$2 sw=$1-sw
+    ip -n "$prefix-w$rank" link set eth0 gso_max_segs 1
+    ip -n "$sw" link set "w$rank" nomaster
+    ip -n "$sw" link add "j$rank" type veth peer name "k$rank"
+    ip -n "$sw" link set "j$rank" master br0 up
+    ip -n "$sw" link set "k$rank" up
+}
+
+aggregator() {
+    local prefix=$1 n=$2 pass_obj=$3 sw=$1-sw agg=$1-agg$2
+    ip netns add "$agg"
+    ip -n "$agg" link add eth0 type veth peer name "agg$n" netns "$sw"
+    ip -n "$agg" addr add "10.77.0.$((100 + n))/24" dev eth0
+    ip -n "$agg" link set lo up
+    ip -n "$agg" link set eth0 up
+    ip -n "$sw" link set "agg$n" master br0 up
+    ip -n "$sw" link set dev "agg$n" xdpdrv obj "$pass_obj" sec xdp
+}
+
 down() {
     local prefix=$1 ns
-    for ns in $(ip netns list | awk '{print $1}' | grep -E "^${prefix}-(sw|agg|w[0-9]+)$" || true); do
+    for ns in $(ip netns list | awk '{print $1}' | grep -E "^${prefix}-(sw|agg[0-9]*|w[0-9]+)$" || true); do
         ip netns del "$ns" 2>/dev/null || true
     done
 }
@@ -56,6 +84,10 @@ down() {
 case "${1:-}" in
 up) [[ $# -eq 4 ]] || { echo "usage: $0 up PREFIX WORKERS XDP_PASS_OBJECT" >&2; exit 1; }
     up "$2" "$3" "$4" ;;
+aggregator) [[ $# -eq 4 ]] || { echo "usage: $0 aggregator PREFIX N XDP_PASS_OBJECT" >&2; exit 1; }
+    aggregator "$2" "$3" "$4" ;;
+detour) [[ $# -eq 3 ]] || { echo "usage: $0 detour PREFIX RANK" >&2; exit 1; }
+    detour "$2" "$3" ;;
 down) [[ $# -eq 2 ]] || { echo "usage: $0 down PREFIX" >&2; exit 1; }
     down "$2" ;;
 *) echo "usage: $0 up PREFIX WORKERS XDP_PASS_OBJECT | down PREFIX" >&2; exit 1 ;;

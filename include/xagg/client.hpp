@@ -75,9 +75,7 @@ public:
         closed,       // the client failed earlier or is shutting down
         invalid,      // a bad argument or option
     };
-    ClientError(Kind kind, const std::string &message) : std::runtime_error(message), kind_(kind)
-    {
-    }
+    ClientError(Kind kind, const std::string &message) : std::runtime_error(message), kind_(kind) {}
     Kind kind() const { return kind_; }
 
 private:

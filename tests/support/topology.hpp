@@ -44,6 +44,18 @@ public:
     Topology &operator=(const Topology &) = delete;
 
     std::string agg() const { return prefix_ + "-agg"; }
+    // A further aggregator node, PREFIX-aggN at 10.77.0.(100+N).
+    std::string add_aggregator(unsigned n) const
+    {
+        run_command(script() + " aggregator " + prefix_ + " " + std::to_string(n) + " " +
+                    XAGG_BINARY_DIR "/bpf/xdp_pass.bpf.o");
+        return prefix_ + "-agg" + std::to_string(n);
+    }
+    // Worker `rank`'s traffic now crosses sw's wRANK <-> kRANK, for a link impairer to carry.
+    void detour(unsigned rank) const
+    {
+        run_command(script() + " detour " + prefix_ + " " + std::to_string(rank));
+    }
     std::string worker(unsigned rank) const { return prefix_ + "-w" + std::to_string(rank); }
     std::string sw() const { return prefix_ + "-sw"; }
     const std::string &prefix() const { return prefix_; }

@@ -92,7 +92,8 @@ void synthesize(uint64_t seed, uint32_t rank, unsigned iteration, std::vector<in
     const uint64_t base = mix(seed ^ mix(uint64_t{rank} << 32 | iteration));
     const int64_t bound = INT32_MAX / workers;
     for (size_t i = 0; i < out.size(); i++)
-        out[i] = static_cast<int32_t>(static_cast<int64_t>(mix(base ^ i) % (2 * bound + 1)) - bound);
+        out[i] =
+            static_cast<int32_t>(static_cast<int64_t>(mix(base ^ i) % (2 * bound + 1)) - bound);
 }
 
 struct Verdict {
@@ -116,8 +117,8 @@ Verdict verify_float(const Options &o, unsigned workers, unsigned iteration,
         double exact = 0;
         for (unsigned r = 0; r < workers; r++)
             exact += inputs[r][i];
-        double bound = xagg::client::error_bound(want.scales[i / XAGG_CHUNK_ELEMS].exponent,
-                                                 workers, exact);
+        double bound =
+            xagg::client::error_bound(want.scales[i / XAGG_CHUNK_ELEMS].exponent, workers, exact);
         double err = std::fabs(double{got[i]} - exact);
         v.beyond_bound += err > bound;
         v.worst = std::max(v.worst, err / bound);
@@ -219,20 +220,21 @@ int run(Options &o)
                             {"worst_error_over_bound", verdict.worst}};
         std::cout << j.dump() << std::endl;
     } else {
-        std::printf("rank %u: %u x all-reduce of %.1f MiB (%s) with %u workers: median %.3f s, "
-                    "best %.3f s, %.2f Gbit/s of tensor; %lu chunks, %lu retransmits, %lu on "
-                    "the host path",
-                    o.client.rank, o.iterations, bytes / (1 << 20), o.dtype.c_str(), workers,
-                    median, best, bytes * 8 / median / 1e9,
-                    static_cast<unsigned long>(total.chunks),
-                    static_cast<unsigned long>(total.retransmits),
-                    static_cast<unsigned long>(total.fallback_chunks));
+        std::printf(
+            "rank %u: %u x all-reduce of %.1f MiB (%s) with %u workers: median %.3f s, "
+            "best %.3f s, %.2f Gbit/s of tensor; %lu chunks, %lu retransmits, %lu on "
+            "the host path",
+            o.client.rank, o.iterations, bytes / (1 << 20), o.dtype.c_str(), workers, median, best,
+            bytes * 8 / median / 1e9, static_cast<unsigned long>(total.chunks),
+            static_cast<unsigned long>(total.retransmits),
+            static_cast<unsigned long>(total.fallback_chunks));
         if (o.verify)
-            std::printf("; verified: %lu values bit-exact, %lu wrong, %lu beyond the bound "
-                        "(worst %.2f of it)",
-                        static_cast<unsigned long>(verdict.exact),
-                        static_cast<unsigned long>(verdict.wrong),
-                        static_cast<unsigned long>(verdict.beyond_bound), verdict.worst);
+            std::printf(
+                "; verified: %lu values bit-exact, %lu wrong, %lu beyond the bound "
+                "(worst %.2f of it)",
+                static_cast<unsigned long>(verdict.exact),
+                static_cast<unsigned long>(verdict.wrong),
+                static_cast<unsigned long>(verdict.beyond_bound), verdict.worst);
         std::printf("\n");
     }
     return ok ? 0 : 3;

@@ -1,0 +1,253 @@
+// SPDX-License-Identifier: MIT
+// The client library through real daemons in namespaces, run as xagg-worker processes: many
+// rounds of random tensors, every value checked bit for bit against the protocol's arithmetic
+// and within the error bound of the float64 sum; links that lose, duplicate and reorder frames;
+// a worker killed under the evict policy; a tensor split across two aggregators.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "support/daemon.hpp"
+#include "support/process.hpp"
+#include "support/topology.hpp"
+
+namespace xagg::test {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+struct Impairment {
+    const char *name;
+    double loss, duplicate, reorder;
+};
+
+class ClientIntegration : public DaemonTest {
+protected:
+    // A job of `workers` workers with room for `chunks` chunks, created over the API.
+    void create_job(uint32_t id, unsigned workers, uint32_t chunks, const json &extra = {},
+                    const std::string &socket = {})
+    {
+        json req = {{"op", "create_job"},
+                    {"id", id},
+                    {"workers", workers},
+                    {"gradient_elems", uint64_t{chunks} * 256}};
+        for (const auto &[k, v] : extra.items())
+            req[k] = v;
+        json r = control(socket.empty() ? socket_ : socket, req);
+        ASSERT_EQ(r["ok"], true) << r;
+    }
+
+    // xagg-worker rank `rank` in its namespace; its JSON report goes to DIR/worker-TAG-RANK.
+    std::unique_ptr<Process> worker(const Topology &topo, unsigned rank,
+                                    const std::vector<std::string> &aggregators,
+                                    const std::vector<std::string> &args,
+                                    const std::string &tag = "w")
+    {
+        std::vector<std::string> argv = {XAGG_BINARY_DIR "/tools/xagg-worker",
+                                         "--netns",
+                                         topo.worker(rank),
+                                         "--rank",
+                                         std::to_string(rank),
+                                         "--local",
+                                         worker_addr(rank),
+                                         "--json"};
+        for (const auto &a : aggregators) {
+            argv.push_back("--aggregator");
+            argv.push_back(a);
+        }
+        argv.insert(argv.end(), args.begin(), args.end());
+        return std::make_unique<Process>(argv, dir_ + "/worker-" + tag + std::to_string(rank));
+    }
+
+    std::string here(uint32_t job) const
+    {
+        return "address=" + kAggAddr + ",job=" + std::to_string(job) + ",socket=" + socket_;
+    }
+
+    // Runs `workers` workers to the end; each must verify every value of every iteration.
+    void expect_all_verified(std::vector<std::unique_ptr<Process>> &procs, uint64_t values)
+    {
+        for (auto &p : procs) {
+            ASSERT_EQ(p->wait(180s), 0) << p->output();
+            json r = json::parse(p->output());
+            EXPECT_EQ(r["exact"], values) << r;
+            EXPECT_EQ(r["wrong"], 0) << r;
+            EXPECT_EQ(r["beyond_bound"], 0) << r;
+            EXPECT_LE(r["worst_error_over_bound"].get<double>(), 1.0) << r;
+        }
+    }
+};
+
+TEST_F(ClientIntegration, EveryWorkerGetsTheBitExactSumForManyRounds)
+{
+    constexpr unsigned kWorkers = 4, kIterations = 20;
+    constexpr uint64_t kElems = 100003;  // a ragged last chunk
+    Topology topo("f", kWorkers);
+    auto daemon = start_daemon(write_config(topo), "xaggd.log");
+    create_job(7, kWorkers, 2048);
+    std::vector<std::unique_ptr<Process>> procs;
+    for (unsigned r = 0; r < kWorkers; r++)
+        procs.push_back(worker(topo, r, {here(7)},
+                               {"--elems", std::to_string(kElems), "--iterations",
+                                std::to_string(kIterations), "--verify", "--seed", "11"}));
+    expect_all_verified(procs, kElems * kIterations);
+
+    // int32 tensors: the wrapping sum, exact. A new session needs a new job (rounds restart).
+    create_job(8, kWorkers, 2048);
+    procs.clear();
+    for (unsigned r = 0; r < kWorkers; r++)
+        procs.push_back(worker(topo, r, {here(8)},
+                               {"--elems", std::to_string(kElems), "--iterations", "5", "--dtype",
+                                "int32", "--verify"},
+                               "i"));
+    expect_all_verified(procs, kElems * 5);
+    json stats = control(socket_, {{"op", "stats"}});
+    EXPECT_EQ(stats["counters"]["drop_bad_exponent"], 0) << stats;
+    EXPECT_EQ(stats["counters"]["drop_not_member"], 0) << stats;
+}
+
+class ImpairedLinks : public ClientIntegration, public ::testing::WithParamInterface<Impairment> {};
+
+TEST_P(ImpairedLinks, ResultsStayExact)
+{
+    constexpr unsigned kWorkers = 3, kIterations = 4;
+    constexpr uint64_t kElems = 40000;
+    const Impairment &bad = GetParam();
+    Topology topo("l", kWorkers);
+    auto daemon = start_daemon(write_config(topo), "xaggd.log");
+    create_job(7, kWorkers, 1024);
+    // Every worker's link, both directions.
+    std::vector<std::unique_ptr<Process>> links;
+    for (unsigned r = 0; r < kWorkers; r++) {
+        topo.detour(r);
+        links.push_back(std::make_unique<Process>(
+            std::vector<std::string>{XAGG_BINARY_DIR "/tests/xagg-link-impair", "--netns",
+                                     topo.sw(), "--a", "w" + std::to_string(r), "--b",
+                                     "k" + std::to_string(r), "--loss", std::to_string(bad.loss),
+                                     "--duplicate", std::to_string(bad.duplicate), "--reorder",
+                                     std::to_string(bad.reorder), "--seed", std::to_string(r)},
+            dir_ + "/link" + std::to_string(r)));
+    }
+    std::this_thread::sleep_for(200ms);
+    std::vector<std::unique_ptr<Process>> procs;
+    for (unsigned r = 0; r < kWorkers; r++)
+        procs.push_back(
+            worker(topo, r, {here(7)},
+                   {"--elems", std::to_string(kElems), "--iterations", std::to_string(kIterations),
+                    "--verify", "--timeout-ms", "10", "--max-retries", "2000"}));
+    expect_all_verified(procs, kElems * kIterations);
+    // The links really did what they were asked to.
+    uint64_t dropped = 0, duplicated = 0, delayed = 0;
+    for (auto &l : links) {
+        l->signal(SIGTERM);
+        ASSERT_EQ(l->wait(5s), 0) << l->output();
+        json j = json::parse(l->output());
+        dropped += j["dropped"].get<uint64_t>();
+        duplicated += j["duplicated"].get<uint64_t>();
+        delayed += j["delayed"].get<uint64_t>();
+    }
+    EXPECT_EQ(dropped > 0, bad.loss > 0);
+    EXPECT_EQ(duplicated > 0, bad.duplicate > 0);
+    EXPECT_EQ(delayed > 0, bad.reorder > 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Links, ImpairedLinks,
+                         ::testing::Values(Impairment{"loss1", 1, 0, 0},
+                                           Impairment{"loss10", 10, 0, 0},
+                                           Impairment{"duplicate10", 0, 10, 0},
+                                           Impairment{"reorder20", 0, 0, 20},
+                                           Impairment{"all", 5, 5, 10}),
+                         [](const auto &param_info) { return std::string(param_info.param.name); });
+
+TEST_F(ClientIntegration, AKilledWorkerIsEvictedAndTheOthersFinish)
+{
+    constexpr unsigned kWorkers = 3;
+    Topology topo("k", kWorkers);
+    auto daemon = start_daemon(write_config(topo), "xaggd.log");
+    create_job(7, kWorkers, 512, {{"policy", "evict"}, {"timeout_ms", 100}, {"evict_after", 2}});
+    std::vector<std::unique_ptr<Process>> procs;
+    for (unsigned r = 0; r < kWorkers; r++)
+        procs.push_back(
+            worker(topo, r, {here(7)},
+                   {"--elems", "50000", "--iterations", "400", "--max-retries", "1000"}));
+    // Rank 2 dies once the job is under way.
+    for (int i = 0; i < 500; i++) {
+        json p = control(socket_, {{"op", "show_job"}, {"job", 7}})["job"]["progress"];
+        if (!p["newest_round"].is_null() && p["newest_round"].get<uint32_t>() >= 5)
+            break;
+        std::this_thread::sleep_for(10ms);
+    }
+    procs[2]->signal(SIGKILL);
+    EXPECT_EQ(procs[2]->wait(5s), 128 + SIGKILL);
+    for (unsigned r = 0; r < 2; r++) {
+        ASSERT_EQ(procs[r]->wait(120s), 0) << procs[r]->output();
+        json out = json::parse(procs[r]->output());
+        EXPECT_GT(out["partial_chunks"].get<uint64_t>(), 0u) << out;  // results without rank 2
+    }
+    json job = control(socket_, {{"op", "show_job"}, {"job", 7}})["job"];
+    EXPECT_EQ(job["evicted_ranks"], json::array({2})) << job;
+}
+
+TEST_F(ClientIntegration, ATensorSplitAcrossTwoAggregatorsGetsTheSameResultAsOne)
+{
+    constexpr unsigned kWorkers = 3;
+    constexpr uint64_t kElems = 200000;
+    Topology topo("a", kWorkers);
+    std::string agg2 = topo.add_aggregator(1);  // 10.77.0.101, its own NIC and XDP program
+    auto daemon = start_daemon(write_config(topo), "xaggd.log");
+    // The second node's daemon: the same config but for its namespace, pins, state and socket.
+    std::string config2 = dir_ + "/xaggd2.conf", socket2 = dir_ + "/xaggd2.sock";
+    std::ofstream(config2) << "interface = eth0\nnetns = " << agg2 << "\nbpffs_dir = " << bpffs_
+                           << "-2\nstate_dir = " << dir_ << "/state2\ncontrol_socket = " << socket2
+                           << "\nmetrics_address =\n";
+    Process daemon2({XAGG_BINARY_DIR "/daemon/xaggd", "--config", config2}, dir_ + "/xaggd2.log");
+    for (int i = 0; i < 200 && !std::filesystem::exists(socket2); i++)
+        std::this_thread::sleep_for(25ms);
+    create_job(7, kWorkers, 1024);               // the whole tensor on node 1
+    create_job(8, kWorkers, 1024);               // a share of a split tensor on node 1 ...
+    create_job(9, kWorkers, 1024, {}, socket2);  // ... and the rest on node 2
+    const std::string node2 = "address=10.77.0.101,job=9,socket=" + socket2 + ",weight=2";
+    auto run = [&](const std::vector<std::string> &aggs, const std::string &tag) {
+        std::vector<std::unique_ptr<Process>> procs;
+        for (unsigned r = 0; r < kWorkers; r++)
+            procs.push_back(
+                worker(topo, r, aggs,
+                       {"--elems", std::to_string(kElems), "--iterations", "3", "--verify",
+                        "--output", dir_ + "/" + tag + std::to_string(r) + ".bin"},
+                       tag));
+        expect_all_verified(procs, kElems * 3);
+    };
+    run({here(7)}, "one");
+    run({here(8), node2}, "two");
+    auto bytes = [](const std::string &path) {
+        std::ifstream in(path, std::ios::binary);
+        return std::vector<char>(std::istreambuf_iterator<char>(in), {});
+    };
+    for (unsigned r = 0; r < kWorkers; r++) {
+        auto one = bytes(dir_ + "/one" + std::to_string(r) + ".bin");
+        EXPECT_EQ(one.size(), kElems * 4);
+        EXPECT_TRUE(one == bytes(dir_ + "/two" + std::to_string(r) + ".bin")) << "rank " << r;
+    }
+    // Each node carried its share, weights 1 and 2: a third of the blocks on node 1, the rest
+    // on node 2, each with its exponent chunks (one per 21 blocks); node 1 also ran the
+    // unsplit tensor.
+    auto with_exponents = [](uint64_t blocks) { return blocks + (blocks + 20) / 21; };
+    const uint64_t blocks = (kElems + 255) / 256, first = blocks / 3;
+    json st1 = control(socket_, {{"op", "stats"}});
+    json st2 = control(socket2, {{"op", "stats"}});
+    EXPECT_EQ(st1["chunks_completed"]["fast"], 3 * (with_exponents(blocks) + with_exponents(first)))
+        << st1;
+    EXPECT_EQ(st2["chunks_completed"]["fast"], 3 * with_exponents(blocks - first)) << st2;
+    daemon2.signal(SIGTERM);
+    EXPECT_EQ(daemon2.wait(10s), 0) << daemon2.output();
+    std::filesystem::remove_all(bpffs_ + "-2");
+}
+
+}  // namespace
+}  // namespace xagg::test
