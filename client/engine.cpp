@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <system_error>
@@ -241,6 +242,8 @@ void Engine::transmit(Channel &ch, std::vector<Use *> &batch, bool retransmit)
         encode(*batch[i], retransmit, tx_.data() + i * wire::kDatagramBytes);
     size_t sent = socket_->send(ch.aggregator, tx_.data(), wire::kDatagramBytes, batch.size());
     const int64_t now = now_ns();
+    const int64_t floor = std::chrono::nanoseconds(options_.timeout).count();
+    const int64_t rto = std::min(std::max(floor, ch.srtt_ns + 4 * ch.rttvar_ns), 2'000'000'000l);
     for (size_t i = 0; i < sent; i++) {
         Use &u = *batch[i];
         if (retransmit) {
@@ -248,11 +251,10 @@ void Engine::transmit(Channel &ch, std::vector<Use *> &batch, bool retransmit)
             u.sub->op->report.retransmits++;
         } else {
             u.state = Use::State::in_flight;
+            u.sent_ns = now;
             ch.in_flight.insert({key(u), &u});
         }
-        auto backoff = int64_t{1} << std::min(u.retries, 3u);  // up to 8x the timer
-        auto timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.timeout);
-        arm(u, now + timeout.count() * backoff);
+        arm(u, now + rto * (int64_t{1} << std::min(u.retries, 3u)));  // backs off up to 8x
     }
     if (!retransmit)
         for (size_t i = sent; i < batch.size(); i++)
@@ -317,6 +319,16 @@ void Engine::on_result(Use &u, const wire::Header &h, std::span<const uint8_t> d
 void Engine::finish_use(Use &u)
 {
     Channel &ch = *u.sub->channel;
+    if (u.retries == 0) {  // Karn: a resent chunk's answer may be to either copy
+        int64_t sample = now_ns() - u.sent_ns;
+        if (ch.srtt_ns == 0) {
+            ch.srtt_ns = sample;
+            ch.rttvar_ns = sample / 2;
+        } else {
+            ch.rttvar_ns += (std::abs(ch.srtt_ns - sample) - ch.rttvar_ns) / 4;
+            ch.srtt_ns += (sample - ch.srtt_ns) / 8;
+        }
+    }
     ch.in_flight.erase({key(u), &u});
     u.state = Use::State::done;
     u.timer_generation++;

@@ -49,6 +49,7 @@ struct Use {
     uint64_t position = 0;  // in the job's ring of chunks: the order of assignment
     unsigned retries = 0;
     uint32_t timer_generation = 0;
+    int64_t sent_ns = 0;  // of the first transmission (a round-trip sample unless resent)
     Use *next_waiting = nullptr;  // the next use of the same index
 };
 
@@ -99,6 +100,9 @@ struct Channel {
     std::vector<Use *> holder, waiting_tail;       // per index: who holds it, last in line
     std::set<std::pair<UseKey, Use *>> ready;      // sendable, best first
     std::set<std::pair<UseKey, Use *>> in_flight;  // sent, unanswered
+    // Round-trip estimate for the retransmission timer (RFC 6298's, from chunks answered at
+    // the first try), so a large window's queueing is not mistaken for loss.
+    int64_t srtt_ns = 0, rttvar_ns = 0;
 };
 
 class Engine {
