@@ -49,7 +49,7 @@ struct Use {
     uint64_t position = 0;  // in the job's ring of chunks: the order of assignment
     unsigned retries = 0;
     uint32_t timer_generation = 0;
-    int64_t sent_ns = 0;  // of the first transmission (a round-trip sample unless resent)
+    int64_t sent_ns = 0;          // of the first transmission (a round-trip sample unless resent)
     Use *next_waiting = nullptr;  // the next use of the same index
 };
 

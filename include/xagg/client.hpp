@@ -51,8 +51,8 @@ struct ClientOptions {
     // Retransmission timer: at least this, else 4 deviations above the measured round trip
     // (RFC 6298); backs off up to 8x for a chunk sent again and again.
     std::chrono::milliseconds timeout{20};
-    unsigned max_retries = 200;             // then the aggregator counts as unreachable
-    bool gso = true;                        // batch sends with UDP GSO (else sendmmsg alone)
+    unsigned max_retries = 200;  // then the aggregator counts as unreachable
+    bool gso = true;             // batch sends with UDP GSO (else sendmmsg alone)
 };
 
 // What one all-reduce did.
