@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: MIT
+// The client library's API in-process, against a real daemon: priorities decide what is sent
+// first, and each failure reaches the caller as the error it is.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "netns.hpp"
+#include "support/daemon.hpp"
+#include "support/topology.hpp"
+#include "xagg/client.hpp"
+
+namespace xagg::test {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+class ClientApi : public DaemonTest {
+protected:
+    void SetUp() override
+    {
+        DaemonTest::SetUp();
+        if (IsSkipped())
+            return;
+        topo_ = std::make_unique<Topology>("p", 2);
+        daemon_ = start_daemon(write_config(*topo_), "xaggd.log");
+        ASSERT_EQ(control(socket_, {{"op", "create_job"},
+                                    {"id", 7},
+                                    {"workers", 2},
+                                    {"gradient_elems", 8192 * 256}})["ok"],
+                  true);
+    }
+
+    ClientOptions options(unsigned rank) const
+    {
+        ClientOptions o;
+        Aggregator a;
+        a.control_socket = socket_;
+        a.address = kAggAddr;
+        a.job = 7;
+        o.aggregators = {a};
+        o.rank = rank;
+        o.local_address = worker_addr(rank);
+        o.timeout = 10ms;
+        o.max_retries = 20;
+        return o;
+    }
+
+    // A client for `rank`, made in that worker's namespace (its socket and thread live there).
+    std::unique_ptr<Client> client(unsigned rank) const
+    {
+        std::unique_ptr<Client> c;
+        sys::run_in_netns(topo_->worker(rank),
+                          [&] { c = std::make_unique<Client>(options(rank)); });
+        return c;
+    }
+
+    static ClientError::Kind failure_of(AllReduce &op)
+    {
+        try {
+            op.wait();
+        } catch (const ClientError &e) {
+            return e.kind();
+        }
+        ADD_FAILURE() << "the all-reduce did not fail";
+        return ClientError::Kind::invalid;
+    }
+
+    std::unique_ptr<Topology> topo_;
+    std::unique_ptr<Process> daemon_;
+};
+
+TEST_F(ClientApi, AHigherPriorityTensorOvertakesALargeOneAlreadyInFlight)
+{
+    auto c0 = client(0), c1 = client(1);
+    std::vector<float> big0(4 << 20, 1.0f), big1(4 << 20, 2.0f), small0(1000, 0.5f),
+        small1(1000, 0.25f);
+    AllReduce b0 = c0->allreduce_async(std::span(big0), 0);
+    AllReduce b1 = c1->allreduce_async(std::span(big1), 0);
+    AllReduce s0 = c0->allreduce_async(std::span(small0), 5);
+    AllReduce s1 = c1->allreduce_async(std::span(small1), 5);
+    s0.wait();
+    s1.wait();
+    EXPECT_FALSE(b0.ready()) << "the large tensor was not overtaken";
+    EXPECT_EQ(small0, std::vector<float>(1000, 0.75f));
+    b0.wait();
+    b1.wait();
+    EXPECT_EQ(big0, std::vector<float>(4 << 20, 3.0f));
+    EXPECT_EQ(big1, big0);
+}
+
+TEST_F(ClientApi, AnEvictedWorkerIsToldSoAndTheOtherGoesOnAlone)
+{
+    auto c0 = client(0), c1 = client(1);
+    std::vector<int32_t> a(5000, 1), b(5000, 2);
+    AllReduce h0 = c0->allreduce_async(std::span(a)), h1 = c1->allreduce_async(std::span(b));
+    h0.wait();
+    h1.wait();
+    EXPECT_EQ(a, std::vector<int32_t>(5000, 3));
+    ASSERT_EQ(control(socket_, {{"op", "evict"}, {"job", 7}, {"rank", 1}})["ok"], true);
+    std::vector<int32_t> a2(5000, 10), b2(5000, 20);
+    AllReduce r1 = c1->allreduce_async(std::span(b2));
+    AllReduceReport r0 = c0->allreduce(std::span(a2));
+    EXPECT_EQ(a2, std::vector<int32_t>(5000, 10));  // rank 0's alone, and said so:
+    EXPECT_EQ(r0.contributors, 1u);
+    EXPECT_EQ(r0.partial_chunks, r0.chunks);
+    EXPECT_EQ(failure_of(r1), ClientError::Kind::evicted);
+    // Once failed, the client says so at once.
+    EXPECT_THROW(c1->allreduce(std::span(b2)), ClientError);
+}
+
+TEST_F(ClientApi, ADeletedJobFailsWhatIsPendingAsJobDeleted)
+{
+    auto c0 = client(0);
+    ASSERT_EQ(control(socket_, {{"op", "delete_job"}, {"job", 7}})["ok"], true);
+    std::vector<float> v(3000, 1.0f);
+    AllReduce r = c0->allreduce_async(std::span(v));
+    EXPECT_EQ(failure_of(r), ClientError::Kind::job_deleted);
+}
+
+TEST_F(ClientApi, JoiningFailsClearly)
+{
+    ClientOptions o = options(0);
+    o.aggregators[0].control_socket = dir_ + "/nobody.sock";
+    try {
+        Client c(o);
+        ADD_FAILURE() << "joined without a daemon";
+    } catch (const ClientError &e) {
+        EXPECT_EQ(e.kind(), ClientError::Kind::unreachable) << e.what();
+        EXPECT_NE(std::string(e.what()).find("is it running?"), std::string::npos) << e.what();
+    }
+    o = options(2);
+    try {
+        Client c(o);
+        ADD_FAILURE() << "joined with rank 2 of 2";
+    } catch (const ClientError &e) {
+        EXPECT_EQ(e.kind(), ClientError::Kind::invalid) << e.what();
+    }
+    auto c0 = client(0);
+    o = options(0);
+    o.local_address = worker_addr(1);  // rank 0 is taken, from another address
+    try {
+        Client c(o);
+        ADD_FAILURE() << "took a taken rank";
+    } catch (const ClientError &e) {
+        EXPECT_EQ(e.kind(), ClientError::Kind::refused) << e.what();
+        EXPECT_NE(std::string(e.what()).find("rank 0 is taken"), std::string::npos) << e.what();
+    }
+}
+
+}  // namespace
+}  // namespace xagg::test
