@@ -4,26 +4,31 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace xagg::client {
 
 BlockScan scan_block(const float *values, size_t n)
 {
-    float largest = 0;
-    bool nonfinite = false;
+    // On the bit patterns, which the compiler vectorizes: without the sign, a larger finite
+    // float has a larger pattern, and NaN and infinity are those from 0x7f800000 up.
+    constexpr uint32_t kInfinity = 0x7f800000;
+    uint32_t largest = 0, nonfinite = 0;
     for (size_t i = 0; i < n; i++) {
-        float a = std::fabs(values[i]);
-        if (std::isfinite(a))
-            largest = std::max(largest, a);
-        else
-            nonfinite = true;
+        uint32_t bits;
+        std::memcpy(&bits, values + i, sizeof(bits));
+        bits &= 0x7fffffff;
+        nonfinite |= bits >= kInfinity;
+        largest = std::max(largest, bits < kInfinity ? bits : 0u);
     }
     BlockScan s;
-    s.nonfinite = nonfinite;
+    s.nonfinite = nonfinite != 0;
     if (largest > 0) {
         s.any = true;
-        std::frexp(largest, &s.exponent);
+        float m;
+        std::memcpy(&m, &largest, sizeof(m));
+        std::frexp(m, &s.exponent);
     }
     return s;
 }
@@ -66,15 +71,20 @@ BlockScale decode_scale(const int32_t *summed, unsigned workers)
 
 void quantize(const float *values, size_t n, int8_t exponent, int32_t *out)
 {
-    // |q| <= 2^30 when the values are those the exponent was agreed for; the clamp keeps a
-    // buffer changed in the meantime from overflowing the conversion (its sum is then wrong,
-    // but nobody else's).
+    // v * 2^-x is exact in double (a float times a power of two, far from double's limits).
+    // Adding and removing 1.5 * 2^52 rounds it to the nearest integer, ties to even, as
+    // nearbyint() does in the default rounding mode, but without a library call per value
+    // (measured: ldexp and nearbyint were a fifth of a worker's time). |q| <= 2^30 when the
+    // values are those the exponent was agreed for; the clamp keeps a buffer changed in the
+    // meantime from overflowing the conversion (its sum is then wrong, but nobody else's).
+    const double scale = std::ldexp(1.0, -exponent);
+    constexpr double kRound = 6755399441055744.0;  // 1.5 * 2^52
     constexpr double kLimit = 1 << 30;
     for (size_t i = 0; i < n; i++) {
-        float v = values[i];
-        // Exact in double (a float times a power of two), then rounded to the nearest integer.
-        double q = std::isfinite(v) ? std::nearbyint(std::ldexp(double{v}, -exponent)) : 0.0;
-        out[i] = static_cast<int32_t>(std::clamp(q, -kLimit, kLimit));
+        const float v = values[i];
+        double q = std::isfinite(v) ? (static_cast<double>(v) * scale + kRound) - kRound : 0.0;
+        q = q < -kLimit ? -kLimit : (q > kLimit ? kLimit : q);
+        out[i] = static_cast<int32_t>(q);
     }
     std::fill(out + n, out + XAGG_CHUNK_ELEMS, 0);
 }

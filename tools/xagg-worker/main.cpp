@@ -78,11 +78,14 @@ uint64_t mix(uint64_t x)
 void synthesize(uint64_t seed, uint32_t rank, unsigned iteration, std::vector<float> &out)
 {
     const uint64_t base = mix(seed ^ mix(uint64_t{rank} << 32 | iteration));
-    for (size_t i = 0; i < out.size(); i++) {
-        uint64_t h = mix(base ^ i);
-        int scale = static_cast<int>(mix(base ^ (i / XAGG_CHUNK_ELEMS) ^ 0x5eed) % 20) - 12;
-        double u = static_cast<double>(h >> 11) / 9007199254740992.0 * 2 - 1;  // [-1, 1)
-        out[i] = static_cast<float>(std::ldexp(u, scale));
+    for (size_t block = 0; block * XAGG_CHUNK_ELEMS < out.size(); block++) {
+        // u in [-1, 1) times 2^(scale): uniform per block, magnitudes differing by block.
+        int scale = static_cast<int>(mix(base ^ block ^ 0x5eed) % 20) - 12;
+        const double unit = std::ldexp(2.0 / 9007199254740992.0, scale);
+        const double offset = std::ldexp(1.0, scale);
+        const size_t end = std::min(out.size(), (block + 1) * XAGG_CHUNK_ELEMS);
+        for (size_t i = block * XAGG_CHUNK_ELEMS; i < end; i++)
+            out[i] = static_cast<float>(static_cast<double>(mix(base ^ i) >> 11) * unit - offset);
     }
 }
 
