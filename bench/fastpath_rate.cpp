@@ -333,7 +333,9 @@ int main(int argc, char **argv)
     double seconds = 2;
     uint32_t workers = 4;
     std::vector<int> core_counts{1, 2};
+    std::string json_file;
     app.add_option("--seconds", seconds, "Measurement time per configuration")->default_val(2);
+    app.add_option("--json", json_file, "Also write the rows as a JSON array to this file");
     app.add_option("--workers", workers, "Simulated workers per job")
         ->default_val(4)
         ->check(CLI::Range(1u, 64u));
@@ -351,6 +353,7 @@ int main(int argc, char **argv)
                     XAGG_FRAME_BYTES, workers, seconds);
         std::printf("| path | cores | Mpps in | gradient Gbit/s | ns/packet/core | of ceiling |\n");
         std::printf("|---|---:|---:|---:|---:|---:|\n");
+        std::string rows;  // JSON objects, comma-separated
         for (int cores : core_counts) {
             if (cores > ncpu)
                 continue;
@@ -363,6 +366,17 @@ int main(int argc, char **argv)
                 double ceil_pps = static_cast<double>(ceil.useful) / ceil.seconds;
                 std::printf("| %s | %d | %.3f | %.2f | %.0f | %.2f |\n", name, cores, pps / 1e6,
                             pps * XAGG_CHUNK_BYTES * 8 / 1e9, 1e9 * cores / pps, pps / ceil_pps);
+                // CPU per GB: the receive cores are busy for the whole measurement (softirq
+                // at 100%), so a GB of gradient costs cores / (GB/s) CPU-seconds.
+                char row_json[512];
+                std::snprintf(row_json, sizeof(row_json),
+                              "%s{\"path\":\"%s\",\"cores\":%d,\"workers\":%u,\"pps\":%.0f,"
+                              "\"gradient_gbit_s\":%.4f,\"ns_per_packet_core\":%.1f,"
+                              "\"of_ceiling\":%.4f,\"cpu_seconds_per_gb\":%.4f}",
+                              rows.empty() ? "" : ",", name, cores, workers, pps,
+                              pps * XAGG_CHUNK_BYTES * 8 / 1e9, 1e9 * cores / pps, pps / ceil_pps,
+                              cores / (pps * XAGG_CHUNK_BYTES / 1e9));
+                rows += row_json;
             };
             row("XDP_TX reflector (ceiling)", ceil);
             row("xagg fast path, multicast result", fast);
@@ -371,6 +385,13 @@ int main(int argc, char **argv)
             std::fflush(stdout);
         }
         std::printf("\nreproduce: %s --seconds %g --workers %u\n", argv[0], seconds, workers);
+        if (!json_file.empty()) {
+            std::FILE *f = std::fopen(json_file.c_str(), "w");
+            if (!f)
+                throw std::runtime_error("cannot write " + json_file);
+            std::fprintf(f, "[%s]\n", rows.c_str());
+            std::fclose(f);
+        }
     } catch (const std::exception &e) {
         std::fprintf(stderr, "error: %s\n", e.what());
         return 1;

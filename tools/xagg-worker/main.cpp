@@ -220,7 +220,8 @@ int run(Options &o)
                             {"exact", verdict.exact},
                             {"wrong", verdict.wrong},
                             {"beyond_bound", verdict.beyond_bound},
-                            {"worst_error_over_bound", verdict.worst}};
+                            {"worst_error_over_bound", verdict.worst},
+                            {"times", times}};
         std::cout << j.dump() << std::endl;
     } else {
         std::printf(
