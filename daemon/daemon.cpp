@@ -121,8 +121,10 @@ public:
     std::vector<SlotState> slot_states(const Job &job) const override
     {
         std::vector<SlotState> states;
-        if (fast_ && job.region_chunks)
-            states = region_states(fast_->slots(2 * job.region_base, 2 * job.region_chunks));
+        if (fast_ && job.region_chunks) {
+            fast_->slots(2 * job.region_base, 2 * job.region_chunks, scratch_);
+            states = region_states(scratch_);
+        }
         auto more = host_.slot_states(job);
         states.insert(states.end(), more.begin(), more.end());
         return states;
@@ -135,6 +137,7 @@ private:
     FastPath *fast_;
     HostPs &host_;
     std::function<void()> before_move_;
+    mutable std::vector<xagg_slot> scratch_;  // the last region read, its memory reused
 };
 
 // The job table on disk: written to a temporary file and renamed, so a crash mid-write leaves
@@ -362,6 +365,7 @@ public:
                                 ? std::min(kScanIntervalMs, static_cast<int>(watchdog_usec / 2000))
                                 : kScanIntervalMs;
         auto last_scan = std::chrono::steady_clock::now();
+        std::chrono::milliseconds scan_every(kScanIntervalMs);
 
         bool stop = false;
         while (!stop) {
@@ -370,11 +374,16 @@ public:
                 fds.push_back({c.fd, POLLIN, 0});
             if (watchdog)
                 sd_notify(0, "WATCHDOG=1");
-            if (std::chrono::steady_clock::now() - last_scan >=
-                std::chrono::milliseconds(kScanIntervalMs)) {
+            if (std::chrono::steady_clock::now() - last_scan >= scan_every) {
                 last_scan = std::chrono::steady_clock::now();
                 std::lock_guard g(state_lock_);
                 scan_stragglers(jobs, datapath, stragglers, api);
+                // A scan copies every slot of every region (1 KiB each): large regions make
+                // it costly, so it never takes more than 1/kScanShare of a core.
+                scan_every =
+                    std::max(std::chrono::milliseconds(kScanIntervalMs),
+                             std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 (std::chrono::steady_clock::now() - last_scan) * kScanShare));
             }
             if (poll(fds.data(), fds.size(), poll_ms) < 0) {
                 if (errno == EINTR)
@@ -411,6 +420,7 @@ public:
 
 private:
     static constexpr int kScanIntervalMs = 100;
+    static constexpr int kScanShare = 20;
 
     // Both paths' slots; then the evict policy acts on what the scan found.
     static void scan_stragglers(const JobTable &jobs, const Datapath &datapath,

@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 #include <xdp/libxdp.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
@@ -353,19 +354,42 @@ xagg_slot FastPath::slot(uint32_t index) const
 
 std::vector<xagg_slot> FastPath::slots(uint32_t first, uint32_t count) const
 {
+    std::vector<xagg_slot> out;
+    slots(first, count, out);
+    return out;
+}
+
+void FastPath::slots(uint32_t first, uint32_t count, std::vector<xagg_slot> &out) const
+{
     ensure_loaded();
     if (uint64_t{first} + count > 2ull * config_.max_chunks)
         throw std::invalid_argument("slot range beyond the map");
-    std::vector<xagg_slot> out(count);
+    out.resize(count);
+    if (count == 0)
+        return;
     int fd = bpf_map__fd(skel_->maps.slots);
-    // One locked lookup per slot (about 1 us each): fine at straggler-scan rates. Batched
-    // lookups are the next step if scans of large regions show up in profiles.
-    for (uint32_t i = 0; i < count; i++) {
-        uint32_t key = first + i;
-        if (bpf_map_lookup_elem_flags(fd, &key, &out[i], BPF_F_LOCK) != 0)
-            fail(errno, "reading slot " + std::to_string(key));
+    // Batched, each slot still copied under its lock: one system call per kBatch slots
+    // instead of one per slot. (A profile of a 4-worker 64 MiB all-reduce had xaggd's per-slot
+    // lookups for the straggler scan at a fifth of the machine.)
+    constexpr uint32_t kBatch = 4096;
+    std::vector<uint32_t> keys(kBatch);
+    LIBBPF_OPTS(bpf_map_batch_opts, opts, .elem_flags = BPF_F_LOCK);
+    uint32_t done = 0;
+    while (done < count) {
+        // An array's batch starts after the key given (none: at 0).
+        uint32_t before = first + done - 1, last = 0;
+        uint32_t n = std::min(kBatch, count - done);
+        int err = bpf_map_lookup_batch(fd, first + done == 0 ? nullptr : &before, &last,
+                                       keys.data(), &out[done], &n, &opts);
+        if (err && err != -ENOENT)
+            fail(err, "reading slots from " + std::to_string(first + done));
+        if (n == 0)
+            break;
+        done += n;
     }
-    return out;
+    if (done != count)
+        throw std::runtime_error("read " + std::to_string(done) + " of " + std::to_string(count) +
+                                 " slots");
 }
 
 void FastPath::write_slots(uint32_t first, const std::vector<xagg_slot> &values)

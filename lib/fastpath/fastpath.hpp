@@ -97,6 +97,9 @@ public:
     xagg_slot slot(uint32_t index) const;
     // Slots [first, first + count), each read under its lock.
     std::vector<xagg_slot> slots(uint32_t first, uint32_t count) const;
+    // The same into `out`, whose memory is reused from call to call (a region can be hundreds
+    // of MB, and fresh pages cost more than the copy).
+    void slots(uint32_t first, uint32_t count, std::vector<xagg_slot> &out) const;
     // Overwrites slots [first, first + values.size()), each under its lock.
     void write_slots(uint32_t first, const std::vector<xagg_slot> &values);
 
