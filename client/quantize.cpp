@@ -13,17 +13,20 @@ BlockScan scan_block(const float *values, size_t n)
 {
     // On the bit patterns, which the compiler vectorizes: without the sign, a larger finite
     // float has a larger pattern, and NaN and infinity are those from 0x7f800000 up.
-    constexpr uint32_t kInfinity = 0x7f800000;
-    uint32_t largest = 0, nonfinite = 0;
+    // (Signed: the masked patterns are below 2^31, and SSE2 compares only signed integers.)
+    constexpr int32_t kInfinity = 0x7f800000;
+    int32_t largest = 0, any = 0;
     for (size_t i = 0; i < n; i++) {
-        uint32_t bits;
+        int32_t bits;
         std::memcpy(&bits, values + i, sizeof(bits));
         bits &= 0x7fffffff;
-        nonfinite |= bits >= kInfinity;
-        largest = std::max(largest, bits < kInfinity ? bits : 0u);
+        any = any > bits ? any : bits;
+        int32_t finite = bits < kInfinity ? bits : 0;
+        largest = largest > finite ? largest : finite;
     }
+    const bool nonfinite = any >= kInfinity;
     BlockScan s;
-    s.nonfinite = nonfinite != 0;
+    s.nonfinite = nonfinite;
     if (largest > 0) {
         s.any = true;
         float m;
@@ -81,9 +84,14 @@ void quantize(const float *values, size_t n, int8_t exponent, int32_t *out)
     constexpr double kRound = 6755399441055744.0;  // 1.5 * 2^52
     constexpr double kLimit = 1 << 30;
     for (size_t i = 0; i < n; i++) {
-        const float v = values[i];
-        double q = std::isfinite(v) ? (static_cast<double>(v) * scale + kRound) - kRound : 0.0;
-        q = q < -kLimit ? -kLimit : (q > kLimit ? kLimit : q);
+        uint32_t bits;
+        std::memcpy(&bits, values + i, sizeof(bits));
+        bits = (bits & 0x7f800000) == 0x7f800000 ? 0u : bits;  // NaN and infinities send 0
+        float v;
+        std::memcpy(&v, &bits, sizeof(v));
+        double q = (static_cast<double>(v) * scale + kRound) - kRound;
+        q = q < -kLimit ? -kLimit : q;
+        q = q > kLimit ? kLimit : q;
         out[i] = static_cast<int32_t>(q);
     }
     std::fill(out + n, out + XAGG_CHUNK_ELEMS, 0);
