@@ -121,10 +121,12 @@ public:
     std::vector<SlotState> slot_states(const Job &job) const override
     {
         std::vector<SlotState> states;
-        if (fast_ && job.region_chunks) {
-            fast_->slots(2 * job.region_base, 2 * job.region_chunks, scratch_);
-            states = region_states(scratch_);
-        }
+        if (fast_ && job.region_chunks)  // a batch at a time: no copy of the whole region
+            fast_->for_each_slot_batch(2 * job.region_base, 2 * job.region_chunks,
+                                       [&](uint32_t first, std::span<const xagg_slot> batch) {
+                                           append_region_states(batch, first - 2 * job.region_base,
+                                                                states);
+                                       });
         auto more = host_.slot_states(job);
         states.insert(states.end(), more.begin(), more.end());
         return states;
@@ -137,7 +139,6 @@ private:
     FastPath *fast_;
     HostPs &host_;
     std::function<void()> before_move_;
-    mutable std::vector<xagg_slot> scratch_;  // the last region read, its memory reused
 };
 
 // The job table on disk: written to a temporary file and renamed, so a crash mid-write leaves

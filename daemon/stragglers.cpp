@@ -6,11 +6,17 @@ namespace xagg::daemon {
 std::vector<SlotState> region_states(const std::vector<xagg_slot> &slots)
 {
     std::vector<SlotState> out;
+    append_region_states(slots, 0, out);
+    return out;
+}
+
+void append_region_states(std::span<const xagg_slot> slots, uint32_t first,
+                          std::vector<SlotState> &out)
+{
     for (size_t i = 0; i < slots.size(); i++)
         if (slots[i].seen)
-            out.push_back({static_cast<uint32_t>(i / 2), slots[i].job_id, slots[i].round,
+            out.push_back({static_cast<uint32_t>((first + i) / 2), slots[i].job_id, slots[i].round,
                            slots[i].seen, slots[i].started_ns});
-    return out;
 }
 
 std::vector<StragglerEvent> StragglerWatch::scan(const Job &job,

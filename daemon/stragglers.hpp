@@ -8,6 +8,7 @@
 #include <deque>
 #include <map>
 #include <set>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -27,6 +28,9 @@ struct SlotState {
 
 // The states of a fast-path region's slots (two per chunk, chunk 0 first).
 std::vector<SlotState> region_states(const std::vector<xagg_slot> &slots);
+// Appends the states of `slots`, the region's slots from `first` on (two per chunk).
+void append_region_states(std::span<const xagg_slot> slots, uint32_t first,
+                          std::vector<SlotState> &out);
 
 struct StragglerEvent {
     uint32_t job = 0;

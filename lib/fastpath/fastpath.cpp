@@ -355,23 +355,26 @@ xagg_slot FastPath::slot(uint32_t index) const
 std::vector<xagg_slot> FastPath::slots(uint32_t first, uint32_t count) const
 {
     std::vector<xagg_slot> out;
-    slots(first, count, out);
+    out.reserve(count);
+    for_each_slot_batch(first, count, [&](uint32_t, std::span<const xagg_slot> batch) {
+        out.insert(out.end(), batch.begin(), batch.end());
+    });
     return out;
 }
 
-void FastPath::slots(uint32_t first, uint32_t count, std::vector<xagg_slot> &out) const
+void FastPath::for_each_slot_batch(
+    uint32_t first, uint32_t count,
+    const std::function<void(uint32_t, std::span<const xagg_slot>)> &fn) const
 {
     ensure_loaded();
     if (uint64_t{first} + count > 2ull * config_.max_chunks)
         throw std::invalid_argument("slot range beyond the map");
-    out.resize(count);
-    if (count == 0)
-        return;
     int fd = bpf_map__fd(skel_->maps.slots);
     // Batched, each slot still copied under its lock: one system call per kBatch slots
     // instead of one per slot. (A profile of a 4-worker 64 MiB all-reduce had xaggd's per-slot
     // lookups for the straggler scan at a fifth of the machine.)
     constexpr uint32_t kBatch = 4096;
+    batch_.resize(kBatch);
     std::vector<uint32_t> keys(kBatch);
     LIBBPF_OPTS(bpf_map_batch_opts, opts, .elem_flags = BPF_F_LOCK);
     uint32_t done = 0;
@@ -380,16 +383,15 @@ void FastPath::slots(uint32_t first, uint32_t count, std::vector<xagg_slot> &out
         uint32_t before = first + done - 1, last = 0;
         uint32_t n = std::min(kBatch, count - done);
         int err = bpf_map_lookup_batch(fd, first + done == 0 ? nullptr : &before, &last,
-                                       keys.data(), &out[done], &n, &opts);
+                                       keys.data(), batch_.data(), &n, &opts);
         if (err && err != -ENOENT)
             fail(err, "reading slots from " + std::to_string(first + done));
         if (n == 0)
-            break;
+            throw std::runtime_error("read " + std::to_string(done) + " of " +
+                                     std::to_string(count) + " slots");
+        fn(first + done, std::span<const xagg_slot>(batch_.data(), n));
         done += n;
     }
-    if (done != count)
-        throw std::runtime_error("read " + std::to_string(done) + " of " + std::to_string(count) +
-                                 " slots");
 }
 
 void FastPath::write_slots(uint32_t first, const std::vector<xagg_slot> &values)

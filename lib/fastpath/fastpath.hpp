@@ -8,6 +8,8 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <memory>
 #include <string>
 #include <vector>
@@ -97,9 +99,11 @@ public:
     xagg_slot slot(uint32_t index) const;
     // Slots [first, first + count), each read under its lock.
     std::vector<xagg_slot> slots(uint32_t first, uint32_t count) const;
-    // The same into `out`, whose memory is reused from call to call (a region can be hundreds
-    // of MB, and fresh pages cost more than the copy).
-    void slots(uint32_t first, uint32_t count, std::vector<xagg_slot> &out) const;
+    // The same, a batch at a time: `fn(index of the batch's first slot, its slots)`. For
+    // scans of large regions (hundreds of MB), which need not hold a copy of them all.
+    void for_each_slot_batch(
+        uint32_t first, uint32_t count,
+        const std::function<void(uint32_t, std::span<const xagg_slot>)> &fn) const;
     // Overwrites slots [first, first + values.size()), each under its lock.
     void write_slots(uint32_t first, const std::vector<xagg_slot> &values);
 
@@ -121,6 +125,7 @@ private:
     AttachMode mode_ = AttachMode::native;
     bool loaded_ = false;
     bool reused_pins_ = false;
+    mutable std::vector<xagg_slot> batch_;  // for_each_slot_batch's buffer, reused
 };
 
 }  // namespace xagg
