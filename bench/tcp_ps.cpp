@@ -156,8 +156,8 @@ int serve(const std::string &listen_at, unsigned workers, size_t elems)
             }
             for (Peer &p : peers) {
                 while (p.sent < bytes) {
-                    ssize_t w = write(p.fd, reinterpret_cast<char *>(sum.data()) + p.sent,
-                                      bytes - p.sent);
+                    ssize_t w =
+                        write(p.fd, reinterpret_cast<char *>(sum.data()) + p.sent, bytes - p.sent);
                     if (w <= 0)
                         break;
                     p.sent += static_cast<size_t>(w);
@@ -203,8 +203,8 @@ int work(const std::string &server, size_t elems, unsigned iterations, bool json
     std::vector<double> sorted = times;
     std::sort(sorted.begin(), sorted.end());
     if (json) {
-        std::printf("{\"median_seconds\":%.6f,\"best_seconds\":%.6f,\"times\":[", sorted[sorted.size() / 2],
-                    sorted[0]);
+        std::printf("{\"median_seconds\":%.6f,\"best_seconds\":%.6f,\"times\":[",
+                    sorted[sorted.size() / 2], sorted[0]);
         for (size_t i = 0; i < times.size(); i++)
             std::printf("%s%.6f", i ? "," : "", times[i]);
         std::printf("],\"first_value\":%g}\n", static_cast<double>(out[0]));
@@ -237,7 +237,8 @@ int main(int argc, char **argv)
     try {
         if (!netns.empty())
             xagg::sys::enter_netns(netns);
-        return server ? serve(listen_at, workers, elems) : work(connect_to, elems, iterations, json);
+        return server ? serve(listen_at, workers, elems)
+                      : work(connect_to, elems, iterations, json);
     } catch (const std::exception &e) {
         std::fprintf(stderr, "tcp_ps: %s\n", e.what());
         return 1;
