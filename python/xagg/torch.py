@@ -1,0 +1,78 @@
+# SPDX-License-Identifier: MIT
+"""A DistributedDataParallel communication hook that all-reduces gradient buckets through xagg.
+
+    import xagg, xagg.torch
+    client = xagg.Client([{"address": "10.0.0.5", "job": 7}], rank=rank, local_address=my_ip)
+    model = DistributedDataParallel(model)                    # gloo process group, as usual
+    model.register_comm_hook(xagg.torch.XaggState(client), xagg.torch.allreduce_hook)
+
+Each bucket is summed through xagg with its index as priority (DDP fills buckets from the last
+layer back; the highest index holds the first layers, which the next forward pass needs first),
+then divided by the number of workers summed. If xagg fails (aggregator unreachable, this
+worker evicted, ...), the hook logs it once, counts it, and from then on uses the process
+group's own all_reduce: training goes on.
+"""
+import logging
+import threading
+
+import torch
+import torch.distributed as dist
+
+from . import ClientError
+
+log = logging.getLogger("xagg")
+
+
+class XaggState:
+    """What the hook needs: the client, and the process group to fall back to."""
+
+    def __init__(self, client, process_group=None):
+        self.client = client
+        self.process_group = process_group
+        self.failed = None          # the error that made the hook fall back, if any
+        self.fallback_buckets = 0   # buckets all-reduced by the process group instead
+        self.xagg_buckets = 0
+        self.partial_buckets = 0    # summed without an evicted worker
+
+
+def _fallback(state, tensor):
+    state.fallback_buckets += 1
+    group = state.process_group or dist.group.WORLD
+    work = dist.all_reduce(tensor, group=group, async_op=True)
+    size = dist.get_world_size(group)
+    return work.get_future().then(lambda fut: fut.value()[0].div_(size))
+
+
+def allreduce_hook(state, bucket):
+    tensor = bucket.buffer()
+    if state.failed is not None or tensor.dtype != torch.float32 or tensor.device.type != "cpu":
+        return _fallback(state, tensor)
+    try:
+        pending = state.client.allreduce_async(tensor.numpy(), priority=bucket.index())
+    except ClientError as e:
+        return _give_up(state, e, tensor)
+    future = torch.futures.Future()
+
+    def finish():
+        try:
+            report = pending.wait()
+            state.xagg_buckets += 1
+            state.partial_buckets += report["partial_chunks"] > 0
+            tensor.div_(report["contributors"] or state.client.workers)
+            future.set_result(tensor)
+        except ClientError as e:
+            # The values may be half-summed: the process group starts again from what DDP
+            # can no longer give us, so the step's gradient is lost; say so loudly.
+            _give_up(state, e, None)
+            future.set_exception(e)
+
+    threading.Thread(target=finish, daemon=True).start()
+    return future
+
+
+def _give_up(state, error, tensor):
+    if state.failed is None:
+        state.failed = error
+        log.error("xagg all-reduce failed (%s); using the process group's all_reduce from now on",
+                  error)
+    return _fallback(state, tensor) if tensor is not None else None

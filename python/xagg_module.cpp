@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: MIT
+// The Python module `xagg._xagg`: the client library for Python. All-reduces any writable,
+// contiguous float32 or int32 buffer in place (numpy arrays, and CPU torch tensors through
+// tensor.numpy(), which shares their memory: no copy). The GIL is released while waiting.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <string>
+
+#include "xagg/client.hpp"
+
+namespace py = pybind11;
+
+namespace {
+
+// The buffer, checked, with the object that owns it kept alive as long as needed.
+struct Held {
+    py::buffer_info info;
+    py::object owner;
+};
+
+Held writable(py::object obj, char *format)
+{
+    py::buffer buffer = py::reinterpret_borrow<py::buffer>(obj);
+    py::buffer_info info = buffer.request(true);
+    if (info.itemsize != 4 || (info.format != "f" && info.format != "i" && info.format != "l" &&
+                               info.format != "=f" && info.format != "<f" && info.format != "=i"))
+        throw py::type_error("xagg all-reduces float32 or int32 buffers, not '" + info.format +
+                             "'");
+    py::ssize_t expect = info.itemsize;
+    for (py::ssize_t d = info.ndim - 1; d >= 0; d--) {
+        if (info.shape[d] > 1 && info.strides[d] != expect)
+            throw py::value_error("xagg all-reduces contiguous buffers only");
+        expect *= info.shape[d];
+    }
+    *format = info.format.back() == 'f' ? 'f' : 'i';
+    return {std::move(info), std::move(obj)};
+}
+
+xagg::AllReduce start(xagg::Client &c, Held &h, char format, int priority)
+{
+    if (format == 'f')
+        return c.allreduce_async(
+            std::span<float>(static_cast<float *>(h.info.ptr), static_cast<size_t>(h.info.size)),
+            priority);
+    return c.allreduce_async(
+        std::span<int32_t>(static_cast<int32_t *>(h.info.ptr), static_cast<size_t>(h.info.size)),
+        priority);
+}
+
+py::dict report(const xagg::AllReduceReport &r)
+{
+    py::dict d;
+    d["chunks"] = r.chunks;
+    d["retransmits"] = r.retransmits;
+    d["fallback_chunks"] = r.fallback_chunks;
+    d["nonfinite_blocks"] = r.nonfinite_blocks;
+    d["partial_chunks"] = r.partial_chunks;
+    d["contributors"] = r.contributors;
+    d["seconds"] = r.seconds;
+    return d;
+}
+
+// An all-reduce in flight, holding its buffer.
+struct Pending {
+    xagg::AllReduce op;
+    std::shared_ptr<Held> held;
+    py::dict wait()
+    {
+        xagg::AllReduceReport r;
+        {
+            py::gil_scoped_release unlocked;
+            r = op.wait();
+        }
+        held.reset();
+        return report(r);
+    }
+    bool ready() const { return const_cast<xagg::AllReduce &>(op).ready(); }
+};
+
+const char *kind_name(xagg::ClientError::Kind k)
+{
+    switch (k) {
+    case xagg::ClientError::Kind::unreachable: return "unreachable";
+    case xagg::ClientError::Kind::refused: return "refused";
+    case xagg::ClientError::Kind::evicted: return "evicted";
+    case xagg::ClientError::Kind::job_deleted: return "job_deleted";
+    case xagg::ClientError::Kind::timeout: return "timeout";
+    case xagg::ClientError::Kind::closed: return "closed";
+    case xagg::ClientError::Kind::invalid: return "invalid";
+    }
+    return "unknown";
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_xagg, m)
+{
+    m.doc() = "xagg client: all-reduce through xagg aggregators (see docs/PYTHON.md)";
+    static py::exception<xagg::ClientError> error(m, "ClientError", PyExc_RuntimeError);
+    py::register_exception_translator([](std::exception_ptr p) {
+        try {
+            if (p)
+                std::rethrow_exception(p);
+        } catch (const xagg::ClientError &e) {
+            // args: (message, kind), kind one of unreachable, refused, evicted, ...
+            PyErr_SetObject(error.ptr(), py::make_tuple(e.what(), kind_name(e.kind())).ptr());
+        }
+    });
+
+    py::class_<Pending>(m, "AllReduce")
+        .def("wait", &Pending::wait, "Block until summed; the report as a dict")
+        .def("ready", &Pending::ready);
+
+    py::class_<xagg::Client>(m, "Client")
+        .def(py::init([](const std::vector<py::dict> &aggregators, uint32_t rank,
+                         const std::string &local_address, bool join, unsigned window,
+                         unsigned partition_chunks, unsigned timeout_ms, unsigned max_retries) {
+                 xagg::ClientOptions o;
+                 for (const py::dict &d : aggregators) {
+                     xagg::Aggregator a;
+                     for (auto [k, v] : d) {
+                         std::string key = py::str(k);
+                         if (key == "address")
+                             a.address = py::str(v);
+                         else if (key == "job")
+                             a.job = v.cast<uint32_t>();
+                         else if (key == "socket")
+                             a.control_socket = py::str(v);
+                         else if (key == "host")
+                             a.control_host = py::str(v);
+                         else if (key == "token")
+                             a.token = py::str(v);
+                         else if (key == "weight")
+                             a.weight = v.cast<double>();
+                         else
+                             throw py::value_error("unknown aggregator key '" + key + "'");
+                     }
+                     o.aggregators.push_back(a);
+                 }
+                 o.rank = rank;
+                 o.local_address = local_address;
+                 o.join = join;
+                 o.window = window;
+                 o.partition_chunks = partition_chunks;
+                 o.timeout = std::chrono::milliseconds(timeout_ms);
+                 o.max_retries = max_retries;
+                 py::gil_scoped_release unlocked;
+                 return std::make_unique<xagg::Client>(o);
+             }),
+             py::arg("aggregators"), py::arg("rank"), py::arg("local_address"),
+             py::arg("join") = true, py::arg("window") = 512, py::arg("partition_chunks") = 32,
+             py::arg("timeout_ms") = 20, py::arg("max_retries") = 200)
+        .def_property_readonly("workers", &xagg::Client::workers)
+        .def(
+            "allreduce_async",
+            [](xagg::Client &c, py::object buffer, int priority) {
+                char format;
+                auto held = std::make_shared<Held>(writable(std::move(buffer), &format));
+                return Pending{start(c, *held, format, priority), held};
+            },
+            py::arg("buffer"), py::arg("priority") = 0,
+            "Start summing the buffer in place over every worker; returns an AllReduce")
+        .def(
+            "allreduce",
+            [](xagg::Client &c, py::object buffer, int priority) {
+                char format;
+                auto held = std::make_shared<Held>(writable(std::move(buffer), &format));
+                Pending p{start(c, *held, format, priority), held};
+                return p.wait();
+            },
+            py::arg("buffer"), py::arg("priority") = 0,
+            "Sum the buffer in place over every worker; the report as a dict");
+}

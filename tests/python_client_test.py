@@ -1,0 +1,149 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""The Python module and the DDP hook against a real xaggd on the namespace topology:
+
+  api:      2 workers all-reduce numpy arrays and CPU torch tensors in place (float32 against a
+            float64 reference within the documented bound; int32 exact; async handles);
+  training: the same seed trained by 4 workers with plain gloo DDP and with the xagg hook; the
+            loss curves agree within LOSS_TOLERANCE at every step and the final accuracies
+            within ACCURACY_MARGIN; every bucket went through xagg.
+
+Run as root by ctest (label integration). `--worker` is the per-namespace half of the api test.
+"""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+BUILD = pathlib.Path(os.environ.get("XAGG_BINARY_DIR", ROOT / "build"))
+LOSS_TOLERANCE = 0.02    # absolute, per step, on a cross-entropy that starts at 2.3
+ACCURACY_MARGIN = 0.01   # one percentage point of held-out accuracy
+STEPS = 200
+
+
+def worker(rank, socket):
+    """One worker of the api test, in its namespace."""
+    import numpy as np
+    import torch
+    sys.path.insert(0, str(BUILD / "python"))
+    import xagg
+
+    c = xagg.Client([{"address": "10.77.0.100", "job": 1, "socket": socket}], rank=rank,
+                    local_address=f"10.77.0.{rank + 1}")
+    assert c.workers == 2
+    inputs = [np.random.default_rng(seed).uniform(-1, 1, 100003).astype(np.float32)
+              for seed in (11, 12)]
+    exact = inputs[0].astype(np.float64) + inputs[1].astype(np.float64)
+    mine = inputs[rank].copy()
+    report = c.allreduce(mine)
+    # The documented bound (docs/CLIENT.md) for 2 workers and blocks whose largest magnitude is
+    # below 1: x <= 1 + 1 - 29, so |error| <= 2 * 2^(x-1) + 2^-24 (|exact| + ...) < 2^-26 + 2^-23 |exact|.
+    err = np.abs(mine.astype(np.float64) - exact)
+    bound = 2.0 ** -26 + 2.0 ** -23 * np.abs(exact)
+    assert (err <= bound).all(), f"beyond the bound: {err.max()}"
+    assert report["contributors"] == 2 and report["nonfinite_blocks"] == 0, report
+    # A torch tensor through .numpy(): the tensor itself is summed, no copy.
+    t = torch.full((5000,), float(rank + 1))
+    pending = c.allreduce_async(t.numpy(), priority=3)
+    pending.wait()
+    assert pending.ready()
+    assert torch.equal(t, torch.full((5000,), 3.0)), t[:4]
+    # int32: exact, wrapping.
+    ints = np.full(777, 2 ** 30 if rank == 0 else 2 ** 30 + 5, dtype=np.int32)
+    c.allreduce(ints)
+    assert (ints == np.int32(-(2 ** 31) + 5)).all(), ints[:4]
+    # Refused: not float32 or int32.
+    try:
+        c.allreduce(np.zeros(10, dtype=np.float64))
+        raise AssertionError("float64 accepted")
+    except TypeError:
+        pass
+    print(json.dumps({"rank": rank, "max_error": float(err.max())}))
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, check=True, text=True, capture_output=True, **kw)
+
+
+def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--worker":
+        worker(int(sys.argv[2]), sys.argv[3])
+        return
+    if os.geteuid() != 0:
+        print("needs root: namespaces and XDP")
+        sys.exit(0)
+    prefix = f"xaggt{os.getpid()}py"
+    topology = str(ROOT / "scripts" / "netns-topology.sh")
+    work = pathlib.Path(tempfile.mkdtemp(prefix="xagg-py-"))
+    run([topology, "up", prefix, "4", str(BUILD / "bpf" / "xdp_pass.bpf.o")])
+    daemon = None
+    try:
+        socket = str(work / "xaggd.sock")
+        (work / "xaggd.conf").write_text(
+            f"interface = eth0\nnetns = {prefix}-agg\nmax_chunks = 4096\nbpffs_dir = /sys/fs/bpf/{prefix}\n"
+            f"state_dir = {work}/state\ncontrol_socket = {socket}\nmetrics_address =\n")
+        daemon = subprocess.Popen([str(BUILD / "daemon" / "xaggd"), "--config", str(work / "xaggd.conf")],
+                                  stdout=open(work / "xaggd.log", "w"), stderr=subprocess.STDOUT)
+        ctl = [str(BUILD / "tools" / "xaggctl"), "--socket", socket]
+        for _ in range(200):
+            if subprocess.run(ctl + ["status"], capture_output=True).returncode == 0:
+                break
+            time.sleep(0.025)
+        env = dict(os.environ, GLOO_SOCKET_IFNAME="eth0", PYTHONPATH=str(BUILD / "python"))
+
+        # api: two workers
+        run(ctl + ["job", "create", "--id", "1", "--workers", "2", "--elems", str(1024 * 256)])
+        procs = [subprocess.Popen(["ip", "netns", "exec", f"{prefix}-w{r}", "/usr/bin/python3",
+                                   __file__, "--worker", str(r), socket], env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for r in range(2)]
+        for p in procs:
+            out, err = p.communicate(timeout=120)
+            assert p.returncode == 0, f"api worker failed: {err}{out}"
+            print("api:", out.strip())
+
+        # training: gloo, then the xagg hook, same seed
+        run(ctl + ["job", "create", "--id", "2", "--workers", "4", "--elems", str(4096 * 256)])
+        results = {}
+        for tag, port, extra in [("gloo", 29531, []),
+                                 ("xagg", 29532, ["--xagg", f"address=10.77.0.100,job=2,socket={socket}"])]:
+            procs = []
+            for r in range(4):
+                procs.append(subprocess.Popen(
+                    ["ip", "netns", "exec", f"{prefix}-w{r}", "/usr/bin/python3",
+                     str(ROOT / "examples" / "train_mlp.py"), "--rank", str(r), "--workers", "4",
+                     "--master", f"10.77.0.1:{port}", "--local", f"10.77.0.{r + 1}",
+                     "--steps", str(STEPS), *extra], env=env, stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE, text=True))
+            outs = []
+            for p in procs:
+                out, err = p.communicate(timeout=300)
+                assert p.returncode == 0, f"{tag} training failed: {err}"
+                outs.append(json.loads(out.strip().splitlines()[-1]))
+            results[tag] = outs[0]
+        gloo, hooked = results["gloo"], results["xagg"]
+        worst = max(abs(a - b) for a, b in zip(gloo["losses"], hooked["losses"]))
+        print(f"training: worst loss difference {worst:.5f} (tolerance {LOSS_TOLERANCE}); "
+              f"accuracy gloo {gloo['accuracy']:.4f} xagg {hooked['accuracy']:.4f}; "
+              f"median step gloo {gloo['median_step_seconds'] * 1000:.1f} ms "
+              f"xagg {hooked['median_step_seconds'] * 1000:.1f} ms")
+        assert len(hooked["losses"]) == STEPS
+        assert worst <= LOSS_TOLERANCE, worst
+        assert abs(gloo["accuracy"] - hooked["accuracy"]) <= ACCURACY_MARGIN
+        assert hooked["losses"][-1] < 0.6 * hooked["losses"][0], "it did not train"
+        assert hooked["fallback_buckets"] == 0 and hooked["xagg_buckets"] >= STEPS, hooked
+        print("PASSED")
+    finally:
+        if daemon:
+            daemon.terminate()
+            daemon.wait(timeout=20)
+        subprocess.run([topology, "down", prefix], capture_output=True)
+        subprocess.run(["rm", "-rf", str(work), f"/sys/fs/bpf/{prefix}"])
+
+
+if __name__ == "__main__":
+    main()
