@@ -4,6 +4,7 @@
 
   api:      2 workers all-reduce numpy arrays and CPU torch tensors in place (float32 against a
             float64 reference within the documented bound; int32 exact; async handles);
+  fallback: the hook falls back to the process group when xagg cannot be used;
   training: the same seed trained by 4 workers with plain gloo DDP and with the xagg hook; the
             loss curves agree within LOSS_TOLERANCE at every step and the final accuracies
             within ACCURACY_MARGIN; every bucket went through xagg.
@@ -65,6 +66,43 @@ def worker(rank, socket):
     print(json.dumps({"rank": rank, "max_error": float(err.max())}))
 
 
+def fallback():
+    """The hook's fall-back, in-process: a client that cannot start an all-reduce (a stand-in
+    at the edge) makes the hook log, count, and use the process group's all_reduce."""
+    import torch
+    import torch.distributed as dist
+    sys.path.insert(0, str(BUILD / "python"))
+    import xagg
+    import xagg.torch
+
+    class Unreachable:
+        workers = 1
+
+        def allreduce_async(self, buffer, priority=0):
+            raise xagg.ClientError("aggregator 10.0.0.5 unreachable", "unreachable")
+
+    class Bucket:
+        def __init__(self, t):
+            self.t = t
+
+        def buffer(self):
+            return self.t
+
+        def index(self):
+            return 0
+
+    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:29541", rank=0, world_size=1)
+    state = xagg.torch.XaggState(Unreachable())
+    out = xagg.torch.allreduce_hook(state, Bucket(torch.full((10,), 4.0))).wait()
+    assert torch.equal(out, torch.full((10,), 4.0)), out
+    assert state.fallback_buckets == 1 and state.failed is not None
+    assert state.failed.args[1] == "unreachable", state.failed.args
+    out = xagg.torch.allreduce_hook(state, Bucket(torch.full((3,), 2.0))).wait()  # stays on gloo
+    assert state.fallback_buckets == 2 and state.xagg_buckets == 0
+    dist.destroy_process_group()
+    print("fallback: ok")
+
+
 def run(cmd, **kw):
     return subprocess.run(cmd, check=True, text=True, capture_output=True, **kw)
 
@@ -72,6 +110,9 @@ def run(cmd, **kw):
 def main():
     if len(sys.argv) == 4 and sys.argv[1] == "--worker":
         worker(int(sys.argv[2]), sys.argv[3])
+        return
+    if len(sys.argv) == 2 and sys.argv[1] == "--fallback":
+        fallback()
         return
     if os.geteuid() != 0:
         print("needs root: namespaces and XDP")
@@ -94,6 +135,9 @@ def main():
                 break
             time.sleep(0.025)
         env = dict(os.environ, GLOO_SOCKET_IFNAME="eth0", PYTHONPATH=str(BUILD / "python"))
+        out = run(["/usr/bin/python3", __file__, "--fallback"]).stdout
+        print(out.strip())
+        assert "fallback: ok" in out
 
         # api: two workers
         run(ctl + ["job", "create", "--id", "1", "--workers", "2", "--elems", str(1024 * 256)])

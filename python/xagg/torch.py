@@ -43,31 +43,44 @@ def _fallback(state, tensor):
     return work.get_future().then(lambda fut: fut.value()[0].div_(size))
 
 
+def allreduce(client, tensor, priority=0):
+    """Sums a contiguous CPU float32 (or int32) tensor in place over the job's workers; a
+    torch.futures.Future of (tensor, report). Raises xagg.ClientError if it cannot start."""
+    pending = client.allreduce_async(tensor.numpy(), priority=priority)
+    future = torch.futures.Future()
+
+    def finish():
+        try:
+            future.set_result((tensor, pending.wait()))
+        except Exception as e:  # noqa: BLE001 - handed to whoever waits on the future
+            future.set_exception(e)
+
+    threading.Thread(target=finish, daemon=True).start()
+    return future
+
+
 def allreduce_hook(state, bucket):
     tensor = bucket.buffer()
     if state.failed is not None or tensor.dtype != torch.float32 or tensor.device.type != "cpu":
         return _fallback(state, tensor)
     try:
-        pending = state.client.allreduce_async(tensor.numpy(), priority=bucket.index())
+        summed = allreduce(state.client, tensor, priority=bucket.index())
     except ClientError as e:
         return _give_up(state, e, tensor)
-    future = torch.futures.Future()
 
-    def finish():
+    def average(fut):
         try:
-            report = pending.wait()
-            state.xagg_buckets += 1
-            state.partial_buckets += report["partial_chunks"] > 0
-            tensor.div_(report["contributors"] or state.client.workers)
-            future.set_result(tensor)
+            t, report = fut.value()
         except ClientError as e:
-            # The values may be half-summed: the process group starts again from what DDP
-            # can no longer give us, so the step's gradient is lost; say so loudly.
+            # The values may be half-summed and DDP cannot give them again: this step's
+            # gradient is lost, and later buckets go through the process group.
             _give_up(state, e, None)
-            future.set_exception(e)
+            raise
+        state.xagg_buckets += 1
+        state.partial_buckets += report["partial_chunks"] > 0
+        return t.div_(report["contributors"] or state.client.workers)
 
-    threading.Thread(target=finish, daemon=True).start()
-    return future
+    return summed.then(average)
 
 
 def _give_up(state, error, tensor):
