@@ -55,6 +55,12 @@ client::Engine::Endpoint join(const Aggregator &a, const ClientOptions &o)
         e.group_port = job["group_port"];
         e.aggregator = ipv4(a.address, "aggregator address");
         e.weight = a.weight;
+        // A session starts its rounds after whatever an earlier session of this job left in
+        // the slots (a round equal to an old one would be answered with the old sum). Read
+        // before joining: no worker of this session sends before every rank has joined (the
+        // rendezvous in the first all-reduce), so every worker reads the same.
+        const json &newest = job["progress"]["newest_round"];
+        e.first_round = newest.is_null() ? 0 : newest.get<uint32_t>() + 2;
         if (o.rank >= e.workers)
             throw ClientError(ClientError::Kind::invalid,
                               "rank " + std::to_string(o.rank) + " is not below job " +
@@ -94,11 +100,13 @@ Client::Client(const ClientOptions &options)
             throw ClientError(ClientError::Kind::invalid,
                               "the jobs' group ports differ; a worker receives on one port");
     }
+    aggregators_ = options.aggregators;
     engine_ = std::make_unique<client::Engine>(options, endpoints, local);
     // When the engine gives up, the daemon says why: evicted, job gone, or not answering.
     auto aggregators = options.aggregators;
     const uint32_t rank = options.rank;
-    engine_->diagnose = [aggregators, rank](const std::string &what, uint32_t job) {
+    engine_->diagnose = [aggregators, rank](const std::string &what, uint32_t job,
+                                            std::optional<uint32_t> round) {
         for (const Aggregator &a : aggregators) {
             if (a.job != job)
                 continue;
@@ -111,6 +119,17 @@ Client::Client(const ClientOptions &options)
                                            "rank " + std::to_string(rank) +
                                                " was evicted from job " + std::to_string(job) +
                                                " (" + what + ")");
+                // The job's slots hold rounds newer than ours: an earlier session used this job,
+                // and every packet of ours is a stale round to the aggregator.
+                const json &newest = j["progress"]["newest_round"];
+                if (round && !newest.is_null() &&
+                    static_cast<int32_t>(newest.get<uint32_t>() - *round) > 0)
+                    return ClientError(ClientError::Kind::timeout,
+                                       what + ": job " + std::to_string(job) + " is at round " +
+                                           std::to_string(newest.get<uint32_t>()) +
+                                           " from an earlier session; rounds restart with every "
+                                           "client, so create a new job for this one (xaggctl "
+                                           "job delete, job create)");
             } catch (const control::ControlError &e) {
                 if (kind_of(e) == ClientError::Kind::job_deleted)
                     return ClientError(
@@ -128,13 +147,46 @@ Client::Client(const ClientOptions &options)
 
 Client::~Client() = default;
 
+// The rendezvous: nothing is sent before every rank of every job has joined, so that every
+// worker of the session read the same first round (see join()).
+void Client::rendezvous()
+{
+    std::call_once(rendezvous_, [this] {
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+        for (const Aggregator &a : aggregators_) {
+            for (;;) {
+                size_t joined = 0, expected = 0;
+                try {
+                    json j = control::ControlClient(control_endpoint(a))
+                                 .call({{"op", "show_job"}, {"job", a.job}})["job"];
+                    joined = j["members"].size();
+                    expected = j["workers"].get<size_t>() - j["evicted_ranks"].size();
+                } catch (const control::ControlError &e) {
+                    throw ClientError(kind_of(e), "waiting for the job's workers to join: " +
+                                                      std::string(e.what()));
+                }
+                if (joined >= expected)
+                    break;
+                if (std::chrono::steady_clock::now() > deadline)
+                    throw ClientError(ClientError::Kind::timeout,
+                                      "only " + std::to_string(joined) + " of " +
+                                          std::to_string(expected) + " workers joined job " +
+                                          std::to_string(a.job) + " in 120 s");
+                std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            }
+        }
+    });
+}
+
 AllReduce Client::allreduce_async(std::span<float> data, int priority)
 {
+    rendezvous();
     return AllReduce(engine_->submit(data.data(), nullptr, data.size(), priority));
 }
 
 AllReduce Client::allreduce_async(std::span<int32_t> data, int priority)
 {
+    rendezvous();
     return AllReduce(engine_->submit(nullptr, data.data(), data.size(), priority));
 }
 

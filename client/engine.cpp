@@ -39,7 +39,7 @@ Engine::Engine(const ClientOptions &options, std::vector<Endpoint> endpoints, in
         ch->aggregator.sin_family = AF_INET;
         ch->aggregator.sin_addr = e.aggregator;
         ch->aggregator.sin_port = htons(e.port);
-        ch->next_round.assign(e.chunks, 0);
+        ch->next_round.assign(e.chunks, e.first_round);
         ch->holder.assign(e.chunks, nullptr);
         ch->waiting_tail.assign(e.chunks, nullptr);
         channels_.push_back(std::move(ch));
@@ -286,7 +286,7 @@ void Engine::on_result(Use &u, const wire::Header &h, std::span<const uint8_t> d
     if (!(h.contrib >> options_.rank & 1))
         throw diagnose("a result of job " + std::to_string(ch.job) + " without this worker (rank " +
                            std::to_string(options_.rank) + ") in it",
-                       ch.job);
+                       ch.job, std::nullopt);
     int32_t sums[kBlock];
     std::memcpy(sums, datagram.data() + wire::kHeaderBytes, sizeof(sums));  // little-endian
     const uint64_t full = ch.workers == 64 ? ~0ull : (1ull << ch.workers) - 1;
@@ -374,7 +374,7 @@ void Engine::check_timers()
             throw diagnose("no result for chunk " + std::to_string(use->index) + " round " +
                                std::to_string(use->round) + " after " +
                                std::to_string(use->retries) + " retransmissions",
-                           use->sub->channel->job);
+                           use->sub->channel->job, use->round);
         for (size_t c = 0; c < channels_.size(); c++)
             if (channels_[c].get() == use->sub->channel)
                 resend[c].push_back(use);

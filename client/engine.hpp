@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <queue>
 #include <set>
 #include <span>
@@ -112,6 +113,7 @@ public:
         in_addr aggregator{}, group{};
         uint16_t port = 0, group_port = 0;
         double weight = 1;
+        uint32_t first_round = 0;  // of every chunk, newer than any an earlier session left
     };
     Engine(const ClientOptions &options, std::vector<Endpoint> endpoints, in_addr local);
     ~Engine();
@@ -119,8 +121,10 @@ public:
     std::shared_ptr<Op> submit(float *floats, int32_t *ints, size_t n, int priority);
     unsigned workers() const { return channels_.front()->workers; }
 
-    // Called when the engine gives up (timeout, eviction): says why, for the error.
-    std::function<ClientError(const std::string &why, uint32_t job)> diagnose;
+    // Called when the engine gives up (timeout, eviction): says why, for the error. `round` is
+    // the round that went unanswered, if one did.
+    std::function<ClientError(const std::string &why, uint32_t job, std::optional<uint32_t> round)>
+        diagnose;
 
 private:
     void run();

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -127,6 +128,10 @@ public:
     unsigned workers() const;  // the job's size (of the first aggregator's job)
 
 private:
+    void rendezvous();
+
+    std::vector<Aggregator> aggregators_;
+    std::once_flag rendezvous_;
     std::unique_ptr<client::Engine> engine_;
 };
 
