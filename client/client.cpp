@@ -119,17 +119,18 @@ Client::Client(const ClientOptions &options)
                                            "rank " + std::to_string(rank) +
                                                " was evicted from job " + std::to_string(job) +
                                                " (" + what + ")");
-                // The job's slots hold rounds newer than ours: an earlier session used this job,
-                // and every packet of ours is a stale round to the aggregator.
+                // The job's slots hold rounds newer than ours: another session was still sending
+                // on this job after this one read where to start, and every packet of ours is a
+                // stale round to the aggregator.
                 const json &newest = j["progress"]["newest_round"];
                 if (round && !newest.is_null() &&
                     static_cast<int32_t>(newest.get<uint32_t>() - *round) > 0)
                     return ClientError(ClientError::Kind::timeout,
                                        what + ": job " + std::to_string(job) + " is at round " +
                                            std::to_string(newest.get<uint32_t>()) +
-                                           " from an earlier session; rounds restart with every "
-                                           "client, so create a new job for this one (xaggctl "
-                                           "job delete, job create)");
+                                           ", moved on by another session that was still "
+                                           "sending when this one started: one session at a time "
+                                           "per job (or a new job: xaggctl job create)");
             } catch (const control::ControlError &e) {
                 if (kind_of(e) == ClientError::Kind::job_deleted)
                     return ClientError(

@@ -36,6 +36,7 @@ Engine::Engine(const ClientOptions &options, std::vector<Endpoint> endpoints, in
         ch->job = e.job;
         ch->ring = e.chunks;
         ch->workers = e.workers;
+        ch->weight = e.weight;
         ch->aggregator.sin_family = AF_INET;
         ch->aggregator.sin_addr = e.aggregator;
         ch->aggregator.sin_port = htons(e.port);
@@ -47,8 +48,6 @@ Engine::Engine(const ClientOptions &options, std::vector<Endpoint> endpoints, in
     }
     socket_ =
         std::make_unique<DatagramSocket>(local, endpoints.front().group_port, groups, options.gso);
-    for (size_t i = 0; i < endpoints.size(); i++)
-        weights_.push_back(endpoints[i].weight);
     tx_.resize(std::max(options_.partition_chunks, 1u) * wire::kDatagramBytes);
     wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (wake_fd_ < 0)
@@ -79,13 +78,13 @@ std::shared_ptr<Op> Engine::submit(float *floats, int32_t *ints, size_t n, int p
     // spread the scanning over their cores.
     const size_t blocks = (n + kBlock - 1) / kBlock;
     double total_weight = 0;
-    for (double w : weights_)
-        total_weight += w;
+    for (const auto &ch : channels_)
+        total_weight += ch->weight;
     double before = 0;
     size_t first = 0;
     op->subs.resize(channels_.size());
     for (size_t c = 0; c < channels_.size(); c++) {
-        before += weights_[c];
+        before += channels_[c]->weight;
         size_t end = c + 1 == channels_.size()
                          ? blocks
                          : static_cast<size_t>(static_cast<double>(blocks) * before / total_weight);
@@ -362,7 +361,7 @@ void Engine::arm(Use &u, int64_t deadline)
 void Engine::check_timers()
 {
     const int64_t now = now_ns();
-    std::vector<std::vector<Use *>> resend(channels_.size());
+    std::map<Channel *, std::vector<Use *>> resend;
     while (!timers_.empty() && timers_.top().deadline <= now) {
         Timer t = timers_.top();
         timers_.pop();
@@ -375,18 +374,15 @@ void Engine::check_timers()
                                std::to_string(use->round) + " after " +
                                std::to_string(use->retries) + " retransmissions",
                            use->sub->channel->job, use->round);
-        for (size_t c = 0; c < channels_.size(); c++)
-            if (channels_[c].get() == use->sub->channel)
-                resend[c].push_back(use);
+        resend[use->sub->channel].push_back(use);
     }
-    for (size_t c = 0; c < channels_.size(); c++) {
-        auto &list = resend[c];
+    for (auto &[channel, list] : resend) {
         for (size_t i = 0; i < list.size(); i += options_.partition_chunks) {
             std::vector<Use *> batch(
                 list.begin() + static_cast<ptrdiff_t>(i),
                 list.begin() +
                     static_cast<ptrdiff_t>(std::min(list.size(), i + options_.partition_chunks)));
-            transmit(*channels_[c], batch, true);
+            transmit(*channel, batch, true);
             for (Use *u : batch)  // not sent (socket full): try again soon
                 arm(*u, now + 1000000);
         }

@@ -15,6 +15,7 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -95,6 +96,7 @@ struct Channel {
     uint32_t job = 0;
     uint32_t ring = 0;     // the job's chunks: indices are assigned round-robin over them
     unsigned workers = 0;  // the job's size (fraction bits, the full contributor set)
+    double weight = 1;     // its share of each operation's blocks, relative to the others
     sockaddr_in aggregator{};
     uint64_t cursor = 0;
     std::vector<uint32_t> next_round;              // per index
@@ -144,7 +146,6 @@ private:
 
     ClientOptions options_;
     std::vector<std::unique_ptr<Channel>> channels_;
-    std::vector<double> weights_;  // per channel: its share of each operation's blocks
     std::unique_ptr<DatagramSocket> socket_;
     int wake_fd_ = -1;
 

@@ -38,17 +38,6 @@ Held writable(py::object obj, char *format)
     return {std::move(info), std::move(obj)};
 }
 
-xagg::AllReduce start(xagg::Client &c, Held &h, char format, int priority)
-{
-    if (format == 'f')
-        return c.allreduce_async(
-            std::span<float>(static_cast<float *>(h.info.ptr), static_cast<size_t>(h.info.size)),
-            priority);
-    return c.allreduce_async(
-        std::span<int32_t>(static_cast<int32_t *>(h.info.ptr), static_cast<size_t>(h.info.size)),
-        priority);
-}
-
 py::dict report(const xagg::AllReduceReport &r)
 {
     py::dict d;
@@ -78,6 +67,22 @@ struct Pending {
     }
     bool ready() const { return const_cast<xagg::AllReduce &>(op).ready(); }
 };
+
+// Starts summing `buffer` in place. Without the GIL: the first call waits for every worker to
+// join (the client's rendezvous), and each call scans the buffer for its block exponents.
+Pending begin(xagg::Client &c, py::object buffer, int priority)
+{
+    char format;
+    auto held = std::make_shared<Held>(writable(std::move(buffer), &format));
+    const auto n = static_cast<size_t>(held->info.size);
+    py::gil_scoped_release unlocked;
+    xagg::AllReduce op =
+        format == 'f'
+            ? c.allreduce_async(std::span<float>(static_cast<float *>(held->info.ptr), n), priority)
+            : c.allreduce_async(std::span<int32_t>(static_cast<int32_t *>(held->info.ptr), n),
+                                priority);
+    return Pending{std::move(op), held};
+}
 
 const char *kind_name(xagg::ClientError::Kind k)
 {
@@ -153,22 +158,12 @@ PYBIND11_MODULE(_xagg, m)
              py::arg("join") = true, py::arg("window") = 512, py::arg("partition_chunks") = 32,
              py::arg("timeout_ms") = 20, py::arg("max_retries") = 200)
         .def_property_readonly("workers", &xagg::Client::workers)
-        .def(
-            "allreduce_async",
-            [](xagg::Client &c, py::object buffer, int priority) {
-                char format;
-                auto held = std::make_shared<Held>(writable(std::move(buffer), &format));
-                return Pending{start(c, *held, format, priority), held};
-            },
-            py::arg("buffer"), py::arg("priority") = 0,
-            "Start summing the buffer in place over every worker; returns an AllReduce")
+        .def("allreduce_async", &begin, py::arg("buffer"), py::arg("priority") = 0,
+             "Start summing the buffer in place over every worker; returns an AllReduce")
         .def(
             "allreduce",
             [](xagg::Client &c, py::object buffer, int priority) {
-                char format;
-                auto held = std::make_shared<Held>(writable(std::move(buffer), &format));
-                Pending p{start(c, *held, format, priority), held};
-                return p.wait();
+                return begin(c, std::move(buffer), priority).wait();
             },
             py::arg("buffer"), py::arg("priority") = 0,
             "Sum the buffer in place over every worker; the report as a dict");

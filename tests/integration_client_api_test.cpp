@@ -58,6 +58,15 @@ protected:
         return c;
     }
 
+    // Both workers all-reduce their buffer (started together: the sum needs both).
+    template <typename T>
+    static void sum_on_both(Client &c0, std::vector<T> &a, Client &c1, std::vector<T> &b)
+    {
+        AllReduce h0 = c0.allreduce_async(std::span(a)), h1 = c1.allreduce_async(std::span(b));
+        h0.wait();
+        h1.wait();
+    }
+
     static ClientError::Kind failure_of(AllReduce &op)
     {
         try {
@@ -96,9 +105,7 @@ TEST_F(ClientApi, AnEvictedWorkerIsToldSoAndTheOtherGoesOnAlone)
 {
     auto c0 = client(0), c1 = client(1);
     std::vector<int32_t> a(5000, 1), b(5000, 2);
-    AllReduce h0 = c0->allreduce_async(std::span(a)), h1 = c1->allreduce_async(std::span(b));
-    h0.wait();
-    h1.wait();
+    sum_on_both(*c0, a, *c1, b);
     EXPECT_EQ(a, std::vector<int32_t>(5000, 3));
     ASSERT_EQ(control(socket_, {{"op", "evict"}, {"job", 7}, {"rank", 1}})["ok"], true);
     std::vector<int32_t> a2(5000, 10), b2(5000, 20);
@@ -117,18 +124,14 @@ TEST_F(ClientApi, ASecondSessionOnAUsedJobGetsItsOwnSumsNotTheOldOnes)
     {
         auto c0 = client(0), c1 = client(1);
         std::vector<int32_t> a(3000, 1), b(3000, 2);
-        AllReduce h0 = c0->allreduce_async(std::span(a)), h1 = c1->allreduce_async(std::span(b));
-        h0.wait();
-        h1.wait();
+        sum_on_both(*c0, a, *c1, b);
         EXPECT_EQ(a, std::vector<int32_t>(3000, 3));
     }
     // The same job, new clients: round 0 of these chunks is complete in the slots with the old
     // sum; a new session must not be answered with it.
     auto c0 = client(0), c1 = client(1);
     std::vector<int32_t> a(3000, 5), b(3000, 7);
-    AllReduce h0 = c0->allreduce_async(std::span(a)), h1 = c1->allreduce_async(std::span(b));
-    h0.wait();
-    h1.wait();
+    sum_on_both(*c0, a, *c1, b);
     EXPECT_EQ(a, std::vector<int32_t>(3000, 12));
     EXPECT_EQ(b, std::vector<int32_t>(3000, 12));
 }

@@ -63,6 +63,7 @@ protected:
     {
         std::filesystem::remove_all(dir_);
         std::filesystem::remove_all(bpffs_);
+        std::filesystem::remove_all(bpffs_ + "-2");  // a second daemon's, where a test runs one
     }
 
     std::string write_config(const Topology &topo, uint32_t max_chunks = 4096,
