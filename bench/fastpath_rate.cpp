@@ -103,10 +103,12 @@ struct Topology {
     explicit Topology(const std::string &prefix) : gen(prefix + "-gen"), agg(prefix + "-agg")
     {
         down();
+        const std::string mtu = std::to_string(XAGG_MIN_MTU);
         int rc = sh("ip netns add " + gen + " && ip netns add " + agg + " && ip -n " + gen +
-                    " link add gen0 numtxqueues 2 numrxqueues 2 type veth peer name agg0 "
-                    "numtxqueues 2 numrxqueues 2 netns " +
-                    agg + " && ip -n " + gen + " link set gen0 up && ip -n " + agg +
+                    " link add gen0 mtu " + mtu +
+                    " numtxqueues 2 numrxqueues 2 type veth peer name agg0 mtu " + mtu +
+                    " numtxqueues 2 numrxqueues 2 netns " + agg + " && ip -n " + gen +
+                    " link set gen0 up && ip -n " + agg +
                     " addr add 10.88.0.254/24 dev agg0 && ip -n " + agg + " link set agg0 up");
         if (rc != 0)
             throw std::runtime_error("building the benchmark topology failed");

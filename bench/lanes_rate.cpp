@@ -11,6 +11,7 @@
 #include <cstring>
 #include <vector>
 
+#include "xagg/proto.h"
 #include "xagg_lanes.skel.h"
 
 int main(int argc, char **argv)
@@ -26,8 +27,8 @@ int main(int argc, char **argv)
         std::fprintf(stderr, "lanes_rate: loading the programs failed (root?)\n");
         return 1;
     }
-    std::vector<unsigned char> frame(74 + 1024);
-    for (size_t i = 74; i < frame.size(); i += 4)
+    std::vector<unsigned char> frame(XAGG_FRAME_BYTES);
+    for (size_t i = XAGG_FRAME_HDR_BYTES; i < frame.size(); i += 4)
         frame[i] = static_cast<unsigned char>(i % 7);  // small values: no lane overflows
     struct {
         const char *name;

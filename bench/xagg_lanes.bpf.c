@@ -1,15 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 /*
- * DESIGN.md's lane-packing idea, measured alone: the cost of adding one packet's 1 KiB payload
- * into a slot as 256 32-bit adds (what the fast path does) or as 128 64-bit adds (two lanes of
- * 32 bits per add: what packing narrower, biased values would allow). Same frame, same bounds
- * check; lanes_none is the program without the adds, so the differences are the adds' cost.
+ * DESIGN.md's lane-packing idea, measured alone: the cost of adding one packet's payload (768
+ * values, 3 KiB) into a slot as 768 32-bit adds (what the fast path does) or as 384 64-bit adds
+ * (two lanes of 32 bits per add: what packing narrower, biased values would allow). Same frame,
+ * same bounds check; lanes_none is the program without the adds, so the differences are the adds'
+ * cost.
  */
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
-#define PAYLOAD_OFF 74 /* Ethernet + IPv4 + UDP + xagg header */
-#define PAYLOAD_BYTES 1024
+#include "xagg/proto.h"
+
+#define PAYLOAD_OFF XAGG_FRAME_HDR_BYTES
+#define PAYLOAD_BYTES XAGG_CHUNK_BYTES
 
 struct sum {
     __u64 v[PAYLOAD_BYTES / 8];

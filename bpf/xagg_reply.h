@@ -38,7 +38,7 @@ static __always_inline void fill_result_hdr(struct xagg_hdr *hdr, __u64 seen, __
 /*
  * Address the frame to the job's multicast group: one XDP_TX, and the switch (or bridge) in front
  * of the aggregator's NIC copies it to every worker that joined the group. UDP checksum 0 means
- * "none" in IPv4; computing one over the 1 KiB payload would cost more than the aggregation.
+ * "none" in IPv4; computing one over the 3 KiB payload would cost more than the aggregation.
  */
 static __always_inline void address_to_group(struct ethhdr *eth, struct iphdr *ip,
                                              struct udphdr *udp, const struct xagg_job *job)

@@ -7,6 +7,7 @@
 
 #include "control_client.hpp"
 #include "engine.hpp"
+#include "mtu.hpp"
 #include "xagg/client.hpp"
 
 namespace xagg {
@@ -93,6 +94,11 @@ Client::Client(const ClientOptions &options)
     if (options.window == 0 || options.partition_chunks == 0)
         throw ClientError(ClientError::Kind::invalid, "window and partition_chunks must be > 0");
     in_addr local = ipv4(options.local_address, "local address");
+    // The socket never fragments (the fast path sees frames, not datagrams), so too small an MTU
+    // would make every send fail and every all-reduce time out: better said once, up front.
+    if (auto ifname = sys::interface_with_address(local))
+        if (std::string problem = sys::chunk_mtu_problem(*ifname); !problem.empty())
+            throw ClientError(ClientError::Kind::invalid, problem);
     std::vector<client::Engine::Endpoint> endpoints;
     for (const Aggregator &a : options.aggregators) {
         endpoints.push_back(join(a, options));

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -46,6 +47,9 @@ DatagramSocket::DatagramSocket(in_addr local, uint16_t port, const std::vector<i
     setsockopt(fd_, SOL_SOCKET, SO_SNDBUFFORCE, &buffer, sizeof(buffer)) == 0 ||
         setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &buffer, sizeof(buffer));
     setsockopt(fd_, IPPROTO_UDP, UDP_GRO, &one, sizeof(one));  // best effort
+    // Never fragment: the fast path sees frames, not reassembled datagrams.
+    int pmtu = IP_PMTUDISC_DO;
+    setsockopt(fd_, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(port);
@@ -94,7 +98,7 @@ size_t DatagramSocket::send_gso(const sockaddr_in &to, const uint8_t *data, size
     alignas(cmsghdr) char control[kMessages][CMSG_SPACE(sizeof(uint16_t))];
     size_t n = 0, covered = 0;
     for (; n < kMessages && covered < count; n++) {
-        size_t segments = std::min(kGsoSegments, count - covered);
+        size_t segments = std::min({kGsoSegments, kGsoBytes / size, count - covered});
         iov[n] = {const_cast<uint8_t *>(data + covered * size), segments * size};
         msgs[n] = {};
         msgs[n].msg_hdr.msg_name = const_cast<sockaddr_in *>(&to);

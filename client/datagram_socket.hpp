@@ -20,7 +20,8 @@ namespace xagg::client {
 
 class DatagramSocket {
 public:
-    static constexpr size_t kGsoSegments = 61;  // 61 x 1056 bytes: within one 64 KiB UDP send
+    static constexpr size_t kGsoSegments = 64;  // the kernel's UDP_MAX_SEGMENTS
+    static constexpr size_t kGsoBytes = 65000;  // one UDP send's payload stays below 64 KiB
 
     // Binds `port` on every address (so results to the groups and to `local` arrive), joins
     // `groups` on the interface that has `local`. Non-blocking. Throws std::system_error.

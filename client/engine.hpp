@@ -59,7 +59,7 @@ struct Use {
 struct SubOp {
     Op *op = nullptr;
     Channel *channel = nullptr;
-    size_t first_block = 0, blocks = 0;  // blocks of 256 values of the op
+    size_t first_block = 0, blocks = 0;  // blocks (chunks of values) of the op
     uint32_t exponent_chunks = 0;        // 0 for int32 all-reduces
     std::vector<BlockScan> scans;        // this worker's, per block
     std::vector<BlockScale> scales;      // agreed, per block

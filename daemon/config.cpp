@@ -53,7 +53,8 @@ std::unique_ptr<CLI::App> make_cli(Config &c)
     app->add_option("--port", c.port, "UDP port of xagg traffic")
         ->check(CLI::Range(1, 65535))
         ->capture_default_str();
-    app->add_option("--max_chunks", c.max_chunks, "Fast-path capacity in chunks of 1 KiB")
+    app->add_option("--max_chunks", c.max_chunks,
+                    "Fast-path capacity in chunks of 768 values (3 KiB)")
         ->check(CLI::Range(1u, 1u << 30))
         ->capture_default_str();
     app->add_option("--max_jobs", c.max_jobs, "Capacity of the job table")
@@ -63,6 +64,19 @@ std::unique_ptr<CLI::App> make_cli(Config &c)
                     "Fast-path chunks guaranteed to each job while the guarantees fit; the rest "
                     "is shared by weight")
         ->check(CLI::Range(0u, 1u << 30))
+        ->capture_default_str();
+    app->add_option("--memory_policy", c.memory_policy,
+                    "How fast-path memory is divided between jobs: benefit (the jobs that gain "
+                    "most per remaining time first), fair (by weight), equal, fcfs")
+        ->check([](const std::string &v) {
+            if (v == "hashed")
+                return std::string(
+                    "hashed is the simulator's ATP baseline: xaggd gives each job "
+                    "a region of its own; use benefit, fair, equal or fcfs");
+            return std::string(v == "benefit" || v == "fair" || v == "equal" || v == "fcfs"
+                                   ? ""
+                                   : "must be one of benefit, fair, equal, fcfs");
+        })
         ->capture_default_str();
     app->add_option("--bpffs_dir", c.bpffs_dir, "bpffs directory the maps are pinned in")
         ->capture_default_str();

@@ -19,9 +19,10 @@ struct Config {
     std::string datapath = "xdp";                // xdp (fast path + host PS) | host (host PS only)
     std::string xdp_mode = "native";             // native | skb
     uint16_t port = 9871;                        // UDP port of xagg traffic
-    uint32_t max_chunks = 65536;                 // fast-path capacity, in 1 KiB chunks
+    uint32_t max_chunks = 65536;                 // fast-path capacity, in chunks of 3 KiB
     uint32_t max_jobs = 256;                     // job table capacity
     uint32_t min_job_chunks = 256;               // fast-path memory guaranteed to each job
+    std::string memory_policy = "benefit";       // benefit | fair | equal | fcfs
     std::string bpffs_dir = "/sys/fs/bpf/xagg";  // where maps are pinned
     std::string state_dir = "/var/lib/xagg";     // job table kept across restarts
     std::string control_socket = "/run/xagg/xaggd.sock";

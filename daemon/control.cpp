@@ -196,7 +196,7 @@ json ControlApi::handle(const json &request)
 json ControlApi::create_job(const json &r)
 {
     allow_only(r, {"id", "workers", "gradient_elems", "policy", "timeout_ms", "evict_after",
-                   "weight", "host_path", "fanout"});
+                   "weight", "iterations", "host_path", "fanout"});
     JobRequest req;
     if (r.contains("id"))
         req.id = static_cast<uint32_t>(number(r, "id", 0xffff));
@@ -215,6 +215,7 @@ json ControlApi::create_job(const json &r)
             refuse("'weight' must be a number");
         req.weight = r.at("weight").get<double>();
     }
+    req.iterations = number_or(r, "iterations", uint64_t{1} << 40, 0);
     req.host_path = flag_or(r, "host_path", false);
     req.fanout = flag_or(r, "fanout", false);
 
@@ -230,9 +231,18 @@ json ControlApi::create_job(const json &r)
     return {{"job", describe(id)}};
 }
 
-void ControlApi::rebalance()
+void ControlApi::note_progress(const std::map<uint32_t, uint64_t> &rounds_done)
 {
-    auto layout = jobs_.fair_layout();
+    rounds_done_ = rounds_done;
+    if (jobs_.policy() != sched::Policy::benefit)
+        return;
+    if (rebalance() && on_change_)
+        on_change_();
+}
+
+bool ControlApi::rebalance()
+{
+    auto layout = jobs_.layout(rounds_done_);
     std::vector<uint32_t> moving;
     for (const auto &[id, region] : layout) {
         const Job &job = *jobs_.find(id);
@@ -250,6 +260,7 @@ void ControlApi::rebalance()
         spdlog::info("job {}: {} of its {} chunks on the fast path (slots from chunk {})", id,
                      layout[id].chunks, jobs_.find(id)->chunks, layout[id].base);
     }
+    return !moving.empty();
 }
 
 const Job &ControlApi::apply_eviction(uint32_t job_id, uint32_t rank)
@@ -413,7 +424,8 @@ json ControlApi::status(const json &r)
                 {"jobs", jobs_.jobs().size()},
                 {"members", members},
                 {"memory",
-                 {{"capacity_chunks", jobs_.capacity_chunks()},
+                 {{"policy", sched::to_string(jobs_.policy())},
+                  {"capacity_chunks", jobs_.capacity_chunks()},
                   {"used_chunks", jobs_.used_chunks()},
                   {"capacity_bytes", jobs_.capacity_chunks() * slot_bytes},
                   {"used_bytes", jobs_.used_chunks() * slot_bytes}}},

@@ -77,6 +77,11 @@ public:
     // Evicts these ranks (the straggler watch found them due); logs each.
     void evict_ranks(uint32_t job_id, uint64_t ranks);
 
+    // The rounds each job has completed (from the periodic slot scan). Under the benefit
+    // policy a job's rank changes as it nears its end (its phase), so memory is re-divided
+    // when that changes the division; the others divide only on arrival and departure.
+    void note_progress(const std::map<uint32_t, uint64_t> &rounds_done);
+
     uint64_t requests() const { return requests_; }
     uint64_t errors() const { return errors_; }
 
@@ -93,8 +98,8 @@ private:
     nlohmann::json evict(const nlohmann::json &r);
     // Evicts in the table, the datapath and the straggler watch; throws if refused.
     const Job &apply_eviction(uint32_t job_id, uint32_t rank);
-    // Applies the table's fair layout: every job whose region changes moves.
-    void rebalance();
+    // Applies the table's layout: every job whose region changes moves. Whether any did.
+    bool rebalance();
     nlohmann::json describe(uint32_t job_id) const;
 
     JobTable &jobs_;
@@ -105,6 +110,7 @@ private:
     std::function<NodeStatus()> node_;
     std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
     uint64_t requests_ = 0, errors_ = 0;
+    std::map<uint32_t, uint64_t> rounds_done_;
 };
 
 }  // namespace xagg::daemon

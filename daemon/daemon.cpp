@@ -33,7 +33,9 @@
 #include "host_ps.hpp"
 #include "jobs.hpp"
 #include "metrics.hpp"
+#include "mtu.hpp"
 #include "netns.hpp"
+#include "progress.hpp"
 #include "stragglers.hpp"
 
 namespace xagg::daemon {
@@ -252,6 +254,8 @@ public:
                 fs::remove(config_.bpffs_dir + "/" + name);
 
         const bool host_only = config_.datapath == "host";
+        if (std::string problem = sys::chunk_mtu_problem(config_.interface); !problem.empty())
+            throw std::runtime_error(problem);
         std::unique_ptr<FastPath> fast;
         if (host_only) {
             spdlog::warn(
@@ -276,7 +280,7 @@ public:
         in_addr group_base{};
         inet_pton(AF_INET, config_.group_base.c_str(), &group_base);
         JobTable jobs(host_only ? 0 : config_.max_chunks, config_.max_jobs, group_base,
-                      config_.min_job_chunks);
+                      config_.min_job_chunks, *sched::parse_policy(config_.memory_policy));
         HostPs host(config_.port, config_.interface, config_.host_ps_threads);
         // A crash in the middle of moving memory leaves the pinned maps in neither the saved
         // layout nor the next: this marker says so, and the next start rebuilds the maps from
@@ -379,7 +383,7 @@ public:
                 last_scan = std::chrono::steady_clock::now();
                 std::lock_guard g(state_lock_);
                 scan_stragglers(jobs, datapath, stragglers, api);
-                // A scan copies every slot of every region (1 KiB each): large regions make
+                // A scan copies every slot of every region (3 KiB each): large regions make
                 // it costly, so it never takes more than 1/kScanShare of a core.
                 scan_every =
                     std::max(std::chrono::milliseconds(kScanIntervalMs),
@@ -430,9 +434,13 @@ private:
         timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         uint64_t now = uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec);
-        std::map<uint32_t, uint64_t> evict;
+        std::map<uint32_t, uint64_t> evict, rounds_done;
         for (const auto &[id, job] : jobs.jobs()) {
-            for (const auto &e : watch.scan(job, datapath.slot_states(job), now))
+            std::vector<SlotState> slots = datapath.slot_states(job);
+            // Every chunk that has started is at least in its oldest round: the rounds before it
+            // are done everywhere.
+            rounds_done[id] = job_progress(job, slots).oldest_round.value_or(0);
+            for (const auto &e : watch.scan(job, slots, now))
                 spdlog::warn("straggler: job {} chunk {} round {} has waited {} ms for rank(s) {}",
                              e.job, e.chunk, e.round, e.waited_ms, ranks(e.missing).dump());
             if (uint64_t due = watch.due_for_eviction(job))
@@ -440,6 +448,7 @@ private:
         }
         for (const auto &[id, due] : evict)
             api.evict_ranks(id, due);
+        api.note_progress(rounds_done);
     }
 
     bool handle_signal(int sfd)

@@ -25,7 +25,8 @@ static_assert(__BYTE_ORDER == __LITTLE_ENDIAN,
               "the payload is little-endian and is summed in place: port the copy loops first");
 
 constexpr unsigned kBatch = 64;
-constexpr size_t kMaxDatagram = 2048;
+// Room for more than a chunk's datagram, so that an oversized one is seen (and refused) as such.
+constexpr size_t kMaxDatagram = wire::kDatagramBytes + 1;
 
 int bind_socket(uint16_t port, unsigned ifindex)
 {

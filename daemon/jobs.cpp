@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace xagg::daemon {
@@ -45,10 +46,11 @@ const char *to_string(StragglerPolicy p)
 }
 
 JobTable::JobTable(uint32_t capacity_chunks, uint32_t max_jobs, in_addr group_base,
-                   uint32_t min_job_chunks)
+                   uint32_t min_job_chunks, sched::Policy policy)
     : capacity_chunks_(capacity_chunks),
       max_jobs_(max_jobs),
       min_job_chunks_(min_job_chunks),
+      policy_(policy),
       group_base_(group_base)
 {
 }
@@ -61,62 +63,34 @@ uint32_t JobTable::used_chunks() const
     return used;
 }
 
-// Minimums first, in id order, while they fit; then the rest by weight, water-filling: a job
-// whose remaining need is below its weighted share gets exactly its need and leaves the rest to
-// the others. Host-path jobs take no fast-path memory.
-std::map<uint32_t, Region> JobTable::fair_layout() const
+// The fast path's costs per chunk relative to each other, from bench/run (4 workers, 64 MiB:
+// the host path takes 1.7x the fast path's time). Only their ratio matters to the ranking.
+constexpr double kFastStepPerChunk = 1.0, kHostStepPerChunk = 1.7;
+
+std::map<uint32_t, Region> JobTable::layout(const std::map<uint32_t, uint64_t> &rounds_done) const
 {
-    std::map<uint32_t, uint64_t> give;
-    uint64_t left = capacity_chunks_;
+    std::vector<sched::JobDemand> demands;
     for (const auto &[id, job] : jobs_) {
-        uint64_t minimum = job.host_path ? 0 : std::min<uint64_t>(job.chunks, min_job_chunks_);
-        give[id] = minimum <= left ? minimum : 0;
-        left -= give[id];
-    }
-    std::map<uint32_t, const Job *> open;
-    for (const auto &[id, job] : jobs_)
-        if (!job.host_path && give[id] < job.chunks)
-            open[id] = &job;
-    while (left > 0 && !open.empty()) {
-        long double weights = 0;
-        for (const auto &[id, job] : open)
-            weights += job->weight;
-        std::vector<uint32_t> satisfied;
-        for (const auto &[id, job] : open)
-            if (job->chunks - give[id] <= static_cast<long double>(left) * job->weight / weights)
-                satisfied.push_back(id);
-        if (!satisfied.empty()) {
-            for (uint32_t id : satisfied) {
-                left -= open[id]->chunks - give[id];
-                give[id] = open[id]->chunks;
-                open.erase(id);
-            }
-            continue;
+        sched::JobDemand d{id, job.host_path ? 0 : job.chunks, job.weight, job.arrival, {}};
+        if (job.iterations) {
+            auto done = rounds_done.find(id);
+            uint64_t left = job.iterations -
+                            std::min(job.iterations, done == rounds_done.end() ? 0 : done->second);
+            // Remaining time as if on the fast path: what a job that got the memory would take.
+            d.benefit =
+                sched::benefit_score(job.chunks * kHostStepPerChunk, job.chunks * kFastStepPerChunk,
+                                     static_cast<double>(left) * job.chunks * kFastStepPerChunk);
         }
-        // Nobody's need fits its share: each takes its share, rounded down; the chunks the
-        // rounding leaves go one each in id order.
-        uint64_t handed = 0;
-        for (const auto &[id, job] : open) {
-            auto share =
-                static_cast<uint64_t>(static_cast<long double>(left) * job->weight / weights);
-            give[id] += share;
-            handed += share;
-        }
-        left -= handed;
-        for (auto it = open.begin(); left > 0 && it != open.end(); ++it)
-            if (give[it->first] < it->second->chunks) {
-                give[it->first]++;
-                left--;
-            }
-        break;
+        demands.push_back(d);
     }
-    std::map<uint32_t, Region> layout;
+    std::map<uint32_t, Region> out;
     uint32_t base = 0;
-    for (const auto &[id, chunks] : give) {
-        layout[id] = chunks ? Region{base, static_cast<uint32_t>(chunks)} : Region{};
+    for (const auto &[id, chunks] :
+         sched::divide(policy_, capacity_chunks_, min_job_chunks_, demands)) {
+        out[id] = chunks ? Region{base, static_cast<uint32_t>(chunks)} : Region{};
         base += static_cast<uint32_t>(chunks);
     }
-    return layout;
+    return out;
 }
 
 void JobTable::set_region(uint32_t id, Region region)
@@ -138,7 +112,7 @@ const Job &JobTable::create(const JobRequest &r)
         refuse("gradient_elems must be positive");
     uint64_t chunks = (r.gradient_elems + XAGG_CHUNK_ELEMS - 1) / XAGG_CHUNK_ELEMS;
     if (chunks > UINT32_MAX)
-        refuse("gradient_elems is too large (at most 2^32 chunks of 256 values)");
+        refuse("gradient_elems is too large (at most 2^32 chunks of 768 values)");
     if (r.timeout_ms == 0)
         refuse("timeout_ms must be positive");
     if (r.evict_after == 0)
@@ -165,6 +139,8 @@ const Job &JobTable::create(const JobRequest &r)
     job.timeout_ms = r.timeout_ms;
     job.evict_after = r.evict_after;
     job.weight = r.weight;
+    job.iterations = r.iterations;
+    job.arrival = next_arrival_++;
     job.host_path = r.host_path;
     job.fanout = r.fanout;
     job.group.s_addr = htonl(ntohl(group_base_.s_addr) + id);
@@ -258,6 +234,8 @@ nlohmann::json JobTable::to_json() const
                        {"evicted_ranks", ranks(j.evicted)},
                        {"evictions", j.evictions},
                        {"weight", j.weight},
+                       {"iterations", j.iterations},
+                       {"arrival", j.arrival},
                        {"host_path", j.host_path},
                        {"fanout", j.fanout},
                        {"group", addr_string(j.group)},
@@ -288,6 +266,8 @@ void JobTable::load_json(const nlohmann::json &saved)
                     job.evicted |= 1ull << r;
             job.evictions = j.value("evictions", uint64_t{0});
             job.weight = j.at("weight").get<double>();
+            job.iterations = j.value("iterations", uint64_t{0});
+            job.arrival = j.value("arrival", uint64_t{job.id});
             job.host_path = j.at("host_path").get<bool>();
             job.fanout = j.at("fanout").get<bool>();
             job.group = parse_addr(j.at("group").get<std::string>());
@@ -306,6 +286,8 @@ void JobTable::load_json(const nlohmann::json &saved)
         refuse(std::string("saved job table is malformed: ") + e.what());
     }
     jobs_ = std::move(jobs);
+    for (const auto &[id, job] : jobs_)
+        next_arrival_ = std::max(next_arrival_, job.arrival + 1);
 }
 
 }  // namespace xagg::daemon

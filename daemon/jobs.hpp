@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "memory_scheduler.hpp"
 #include "xagg/proto.h"
 
 namespace xagg::daemon {
@@ -32,6 +33,7 @@ struct JobRequest {
     uint32_t timeout_ms = 1000;  // a slot partial this long is a straggler event
     uint32_t evict_after = 3;    // under `evict`: consecutive timeouts before a rank is removed
     double weight = 1.0;         // share of fast-path memory relative to other jobs
+    uint64_t iterations = 0;     // all-reduces the job will run; 0 = not said (benefit policy)
     bool host_path = false;      // all chunks to the host-side parameter server
     bool fanout = false;         // unicast fan-out instead of multicast results
 };
@@ -40,7 +42,7 @@ struct Job {
     uint32_t id = 0;
     uint32_t workers = 0;
     uint64_t gradient_elems = 0;
-    uint32_t chunks = 0;         // ceil(gradient_elems / 256)
+    uint32_t chunks = 0;         // ceil(gradient_elems / XAGG_CHUNK_ELEMS)
     uint32_t region_base = 0;    // fast-path slots [region_base, region_base + region_chunks)
     uint32_t region_chunks = 0;  // chunks on the fast path; the rest go to the host path
     StragglerPolicy policy = StragglerPolicy::wait;
@@ -49,6 +51,8 @@ struct Job {
     uint64_t evicted = 0;    // ranks removed by the evict policy; results no longer wait for them
     uint64_t evictions = 0;  // how many times a rank of this job was evicted
     double weight = 1.0;
+    uint64_t iterations = 0;  // 0: not said
+    uint64_t arrival = 0;     // creation order, for the policies that care
     bool host_path = false;
     bool fanout = false;
     in_addr group{};
@@ -70,13 +74,13 @@ struct Region {
 
 class JobTable {
 public:
-    // Every job that wants fast-path memory is guaranteed min(its chunks, min_job_chunks) of it
-    // as long as those minimums fit in the capacity (see fair_layout).
+    // Fast-path memory is divided by `policy` (memory_scheduler.hpp); under benefit and fair
+    // every job that wants it is guaranteed min(its chunks, min_job_chunks) while those fit.
     JobTable(uint32_t capacity_chunks, uint32_t max_jobs, in_addr group_base,
-             uint32_t min_job_chunks = 256);
+             uint32_t min_job_chunks = 256, sched::Policy policy = sched::Policy::benefit);
 
     // Each throws std::invalid_argument with a message for the API client. A new job has no
-    // fast-path memory until the caller applies a fair_layout().
+    // fast-path memory until the caller applies a layout().
     const Job &create(const JobRequest &request);
     void remove(uint32_t id);
     // Joining clears an eviction of that rank: it is a member again.
@@ -85,9 +89,11 @@ public:
     // Removes a rank from the job's members and from the ranks a chunk waits for.
     const Job &evict(uint32_t id, uint32_t rank);
 
-    // The weighted fair division of fast-path memory between the current jobs, packed in id
-    // order. Deterministic: the same jobs always get the same layout.
-    std::map<uint32_t, Region> fair_layout() const;
+    // The policy's division of fast-path memory between the current jobs, packed in id order.
+    // `rounds_done` (by job id) is how many all-reduce rounds each job has completed, for the
+    // benefit policy's remaining time. Deterministic: the same inputs give the same layout.
+    std::map<uint32_t, Region> layout(const std::map<uint32_t, uint64_t> &rounds_done = {}) const;
+    sched::Policy policy() const { return policy_; }
     void set_region(uint32_t id, Region region);
 
     const Job *find(uint32_t id) const;
@@ -105,6 +111,8 @@ private:
     uint32_t capacity_chunks_;
     uint32_t max_jobs_;
     uint32_t min_job_chunks_;
+    sched::Policy policy_;
+    uint64_t next_arrival_ = 0;
     in_addr group_base_;
     std::map<uint32_t, Job> jobs_;
 };

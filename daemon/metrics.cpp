@@ -57,7 +57,7 @@ std::string render_metrics(const MetricsSnapshot &s)
         .sample("path=\"fast\"", s.fast[XAGG_CNT_FANOUT_FAILED])
         .sample("path=\"host\"", s.host[XAGG_CNT_FANOUT_FAILED]);
     Family(out, "xagg_aggregated_bytes_total", "counter",
-           "Gradient bytes added into sums (1 KiB per contribution).")
+           "Gradient bytes added into sums (3 KiB per contribution).")
         .sample("path=\"fast\"", contributions(s.fast) * XAGG_CHUNK_BYTES)
         .sample("path=\"host\"", contributions(s.host) * XAGG_CHUNK_BYTES);
     Family(out, "xagg_chunks_completed_total", "counter",

@@ -23,6 +23,9 @@
 set -euo pipefail
 
 AGG_ADDR=10.77.0.100
+# A chunk's frame needs an IP MTU of 3132 (XAGG_MIN_MTU, include/xagg/proto.h); a veth with a
+# native XDP program refuses more than about 3.5 KB (one page per frame).
+MTU=3200
 worker_addr() { echo "10.77.0.$(($1 + 1))"; }
 
 up() {
@@ -32,10 +35,10 @@ up() {
     ip netns add "$sw"
     ip netns add "$agg"
     ip -n "$sw" link add br0 type bridge mcast_snooping 0
-    ip -n "$sw" link set br0 up
+    ip -n "$sw" link set br0 mtu $MTU up
     ip -n "$sw" link set lo up
 
-    ip -n "$agg" link add eth0 type veth peer name agg netns "$sw"
+    ip -n "$agg" link add eth0 mtu $MTU type veth peer name agg mtu $MTU netns "$sw"
     ip -n "$agg" addr add $AGG_ADDR/24 dev eth0
     ip -n "$agg" link set lo up
     ip -n "$agg" link set eth0 up
@@ -45,7 +48,7 @@ up() {
     for ((i = 0; i < workers; i++)); do
         local w=$prefix-w$i
         ip netns add "$w"
-        ip -n "$w" link add eth0 type veth peer name "w$i" netns "$sw"
+        ip -n "$w" link add eth0 mtu $MTU type veth peer name "w$i" mtu $MTU netns "$sw"
         ip -n "$w" addr add "$(worker_addr $i)/24" dev eth0
         ip -n "$w" link set lo up
         ip -n "$w" link set eth0 up
@@ -58,7 +61,7 @@ detour() {
     local prefix=$1 rank=$2 sw=$1-sw
     ip -n "$prefix-w$rank" link set eth0 gso_max_segs 1
     ip -n "$sw" link set "w$rank" nomaster
-    ip -n "$sw" link add "j$rank" type veth peer name "k$rank"
+    ip -n "$sw" link add "j$rank" mtu $MTU type veth peer name "k$rank" mtu $MTU
     ip -n "$sw" link set "j$rank" master br0 up
     ip -n "$sw" link set "k$rank" up
 }
@@ -66,7 +69,7 @@ detour() {
 aggregator() {
     local prefix=$1 n=$2 pass_obj=$3 sw=$1-sw agg=$1-agg$2
     ip netns add "$agg"
-    ip -n "$agg" link add eth0 type veth peer name "agg$n" netns "$sw"
+    ip -n "$agg" link add eth0 mtu $MTU type veth peer name "agg$n" mtu $MTU netns "$sw"
     ip -n "$agg" addr add "10.77.0.$((100 + n))/24" dev eth0
     ip -n "$agg" link set lo up
     ip -n "$agg" link set eth0 up

@@ -91,10 +91,10 @@ protected:
 
 TEST_F(ControlTest, CreateJoinShowLeaveDelete)
 {
-    json r = call(R"({"op":"create_job","workers":2,"gradient_elems":1000,"policy":"evict"})");
+    json r = call(R"({"op":"create_job","workers":2,"gradient_elems":3000,"policy":"evict"})");
     ASSERT_EQ(r["ok"], true) << r;
     EXPECT_EQ(r["job"]["id"], 1);
-    EXPECT_EQ(r["job"]["chunks"], 4);  // ceil(1000 / 256)
+    EXPECT_EQ(r["job"]["chunks"], 4);  // ceil(3000 / 768)
     EXPECT_EQ(r["job"]["fast_path_chunks"], 4);
     EXPECT_EQ(r["job"]["host_path_chunks"], 0);
     EXPECT_EQ(r["job"]["group"], "239.77.0.1");
@@ -119,12 +119,12 @@ TEST_F(ControlTest, CreateJoinShowLeaveDelete)
 TEST_F(ControlTest, MemoryIsRedividedByWeightAsJobsComeAndGo)
 {
     // 1000 chunks of capacity, 256 guaranteed per job. Alone, a 600-chunk job gets all it needs.
-    call(R"({"op":"create_job","workers":2,"gradient_elems":153600})");
+    call(R"({"op":"create_job","workers":2,"gradient_elems":460800})");
     EXPECT_EQ(call(R"({"op":"show_job","job":1})")["job"]["fast_path_chunks"], 600);
     // A second one of weight 3: both get 256, the 488 left are shared 1:3. Job 2's 344 more
     // fit in its 366; job 1 gets the other 144. Job 1 moves out and back in, smaller.
     dp_.log.clear();
-    json r = call(R"({"op":"create_job","workers":2,"gradient_elems":153600,"weight":3})");
+    json r = call(R"({"op":"create_job","workers":2,"gradient_elems":460800,"weight":3})");
     EXPECT_EQ(r["job"]["region_base"], 400);
     EXPECT_EQ(r["job"]["fast_path_chunks"], 600);
     EXPECT_EQ(r["job"]["host_path_chunks"], 0);
@@ -137,13 +137,38 @@ TEST_F(ControlTest, MemoryIsRedividedByWeightAsJobsComeAndGo)
     EXPECT_EQ(call(R"({"op":"stats"})")["fast_path_chunks_used"], 1000);
     // A host-path job takes no memory and moves nobody.
     dp_.log.clear();
-    call(R"({"op":"create_job","workers":1,"gradient_elems":256,"host_path":true})");
+    call(R"({"op":"create_job","workers":1,"gradient_elems":768,"host_path":true})");
     EXPECT_EQ(dp_.log, (std::vector<std::string>{"put_job 3"}));
     // Job 2 leaves: job 1 grows back into its memory.
     dp_.log.clear();
     call(R"({"op":"delete_job","job":2})");
     EXPECT_EQ(dp_.log, (std::vector<std::string>{"delete_job 2", "move_to_host 1 0+400",
                                                  "move_to_fast 1 0+600"}));
+}
+
+TEST_F(ControlTest, UnderBenefitTheJobNearestItsEndGetsTheMemoryAndItMovesAsThatChanges)
+{
+    // 1000 chunks, 256 guaranteed each: job 2 (100 iterations left) outranks job 1 (1000 left)
+    // and gets all 600 it needs; job 1 the 400 left.
+    call(R"({"op":"create_job","workers":2,"gradient_elems":460800,"iterations":1000})");
+    call(R"({"op":"create_job","workers":2,"gradient_elems":460800,"iterations":100})");
+    EXPECT_EQ(call(R"({"op":"show_job","job":1})")["job"]["fast_path_chunks"], 400);
+    EXPECT_EQ(call(R"({"op":"show_job","job":2})")["job"]["fast_path_chunks"], 600);
+    EXPECT_EQ(call(R"({"op":"show_job","job":1})")["job"]["iterations"], 1000);
+    // Progress that keeps the order moves nothing.
+    dp_.log.clear();
+    int saves = saves_;
+    api_.note_progress({{1, 500}, {2, 10}});
+    EXPECT_TRUE(dp_.log.empty());
+    EXPECT_EQ(saves_, saves);
+    // Job 1 is now 10 rounds from its end, job 2 still 90: the memory moves, and is saved.
+    api_.note_progress({{1, 990}, {2, 10}});
+    EXPECT_EQ(call(R"({"op":"show_job","job":1})")["job"]["fast_path_chunks"], 600);
+    EXPECT_EQ(call(R"({"op":"show_job","job":2})")["job"]["fast_path_chunks"], 400);
+    EXPECT_EQ(dp_.log,
+              (std::vector<std::string>{"move_to_host 1 0+400", "move_to_host 2 400+600",
+                                        "move_to_fast 1 0+600", "move_to_fast 2 600+400"}));
+    EXPECT_EQ(saves_, saves + 1);
 }
 
 TEST(FairLayoutTest, MinimumsWhileTheyFitThenWeightedShares)
@@ -154,11 +179,11 @@ TEST(FairLayoutTest, MinimumsWhileTheyFitThenWeightedShares)
     for (int i = 0; i < 5; i++) {
         JobRequest r;
         r.workers = 2;
-        r.gradient_elems = 1000 * 256;
+        r.gradient_elems = 1000 * XAGG_CHUNK_ELEMS;
         table.create(r);
     }
     // Three minimums fit (768); the 232 left go 46 each, the 2 the rounding leaves to jobs 1, 2.
-    auto layout = table.fair_layout();
+    auto layout = table.layout();
     EXPECT_EQ(layout[1], (Region{0, 303}));
     EXPECT_EQ(layout[2], (Region{303, 303}));
     EXPECT_EQ(layout[3], (Region{606, 302}));
@@ -168,7 +193,7 @@ TEST(FairLayoutTest, MinimumsWhileTheyFitThenWeightedShares)
 
 TEST_F(ControlTest, EvictedRankIsNoLongerWaitedForUntilItJoinsAgain)
 {
-    call(R"({"op":"create_job","workers":3,"gradient_elems":256,"policy":"evict"})");
+    call(R"({"op":"create_job","workers":3,"gradient_elems":768,"policy":"evict"})");
     for (int rank = 0; rank < 3; rank++)
         call(R"({"op":"join","job":1,"rank":)" + std::to_string(rank) +
              R"(,"addr":"10.0.0.1","port":)" + std::to_string(9000 + rank) + "}");
@@ -193,25 +218,25 @@ TEST_F(ControlTest, EvictedRankIsNoLongerWaitedForUntilItJoinsAgain)
 
 TEST_F(ControlTest, BadRequestsAreRefusedAndChangeNothing)
 {
-    call(R"({"op":"create_job","id":5,"workers":2,"gradient_elems":512})");
+    call(R"({"op":"create_job","id":5,"workers":2,"gradient_elems":1536})");
     call(R"({"op":"join","job":5,"rank":0,"addr":"10.0.0.1","port":9872})");
     expect_refused("not json", "not a JSON object");
     expect_refused("[1,2]", "a request is a JSON object with a string 'op'");
     expect_refused(R"({"op":"fly"})", "unknown op 'fly'");
     expect_refused(R"({"op":"create_job","workers":2})", "missing field 'gradient_elems'");
-    expect_refused(R"({"op":"create_job","workers":65,"gradient_elems":1})",
+    expect_refused(R"({"op":"create_job","workers":65,"gradient_elems":3})",
                    "'workers' must be at most 64");
-    expect_refused(R"({"op":"create_job","workers":-1,"gradient_elems":1})",
+    expect_refused(R"({"op":"create_job","workers":-1,"gradient_elems":3})",
                    "'workers' must be a non-negative integer");
-    expect_refused(R"({"op":"create_job","workers":0,"gradient_elems":1})",
+    expect_refused(R"({"op":"create_job","workers":0,"gradient_elems":3})",
                    "workers must be 1..64");
-    expect_refused(R"({"op":"create_job","workers":"2","gradient_elems":1})",
+    expect_refused(R"({"op":"create_job","workers":"2","gradient_elems":3})",
                    "'workers' must be a non-negative integer");
-    expect_refused(R"({"op":"create_job","workers":2,"gradient_elems":1,"colour":"red"})",
+    expect_refused(R"({"op":"create_job","workers":2,"gradient_elems":3,"colour":"red"})",
                    "unknown field 'colour'");
-    expect_refused(R"({"op":"create_job","workers":2,"gradient_elems":1,"policy":"panic"})",
+    expect_refused(R"({"op":"create_job","workers":2,"gradient_elems":3,"policy":"panic"})",
                    "'policy' must be \"wait\" or \"evict\"");
-    expect_refused(R"({"op":"create_job","id":5,"workers":2,"gradient_elems":1})", "job 5 exists");
+    expect_refused(R"({"op":"create_job","id":5,"workers":2,"gradient_elems":3})", "job 5 exists");
     expect_refused(R"({"op":"join","job":9,"rank":0,"addr":"10.0.0.1","port":1})", "no job 9");
     expect_refused(R"({"op":"join","job":5,"rank":2,"addr":"10.0.0.3","port":1})",
                    "rank 2 is not below the job's 2 workers");
@@ -243,8 +268,8 @@ TEST_F(ControlTest, AWrongTokenIsRefusedAsUnauthorized)
 
 TEST_F(ControlTest, StatusDescribesTheNodeItsMemoryAndWhatEachPathCarries)
 {
-    call(R"({"op":"create_job","id":1,"workers":2,"gradient_elems":256000})");  // 1000 chunks
-    call(R"({"op":"create_job","id":2,"workers":1,"gradient_elems":2560,"host_path":true})");
+    call(R"({"op":"create_job","id":1,"workers":2,"gradient_elems":768000})");  // 1000 chunks
+    call(R"({"op":"create_job","id":2,"workers":1,"gradient_elems":7680,"host_path":true})");
     call(R"({"op":"join","job":1,"rank":0,"addr":"10.0.0.1","port":9872})");
     json bare = call(R"({"op":"status"})");
     EXPECT_FALSE(bare.contains("interface")) << bare;  // no node description given
@@ -269,12 +294,13 @@ TEST_F(ControlTest, StatusDescribesTheNodeItsMemoryAndWhatEachPathCarries)
     EXPECT_EQ(s["jobs"], 2);
     EXPECT_EQ(s["members"], 1);
     const uint64_t slot = 2 * sizeof(xagg_slot);
-    EXPECT_EQ(s["memory"], json({{"capacity_chunks", 1000},
+    EXPECT_EQ(s["memory"], json({{"policy", "benefit"},
+                                 {"capacity_chunks", 1000},
                                  {"used_chunks", 1000},
                                  {"capacity_bytes", 1000 * slot},
                                  {"used_bytes", 1000 * slot}}));
     EXPECT_EQ(s["chunks"], json::parse(R"({"fast":1000,"host":10})"));
-    EXPECT_EQ(s["aggregated_bytes"], json::parse(R"({"fast":145408,"host":3072})"));
+    EXPECT_EQ(s["aggregated_bytes"], json::parse(R"({"fast":436224,"host":9216})"));
     EXPECT_EQ(s["control"]["socket"], "/run/xagg/xaggd.sock");
     EXPECT_GE(s["uptime_seconds"].get<double>(), 0.0);
     expect_refused(R"({"op":"status","verbose":true})", "unknown field 'verbose'");
@@ -282,7 +308,7 @@ TEST_F(ControlTest, StatusDescribesTheNodeItsMemoryAndWhatEachPathCarries)
 
 TEST_F(ControlTest, ShowJobReportsRoundProgressFromTheSlots)
 {
-    call(R"({"op":"create_job","id":3,"workers":2,"gradient_elems":1024})");  // 4 chunks
+    call(R"({"op":"create_job","id":3,"workers":2,"gradient_elems":3072})");  // 4 chunks
     // chunk 0: round 5 complete; chunk 1: round 5 waiting for rank 1 (round 4 complete beside
     // it); chunk 2: round 4 complete; chunk 3: untouched.
     dp_.states = {{0, 3, 5, 0b11, 0}, {1, 3, 4, 0b11, 0}, {1, 3, 5, 0b01, 0}, {2, 3, 4, 0b11, 0}};
@@ -305,7 +331,7 @@ TEST_F(ControlTest, LogLevelChangesAtRunTime)
 
 TEST_F(ControlTest, TheTableSurvivesARoundTripThroughItsSavedForm)
 {
-    call(R"({"op":"create_job","workers":3,"gradient_elems":2560,"fanout":true,"weight":2.5})");
+    call(R"({"op":"create_job","workers":3,"gradient_elems":7680,"fanout":true,"weight":2.5})");
     call(R"({"op":"join","job":1,"rank":2,"addr":"10.0.0.3","port":9000})");
     JobTable restored(1000, 8, group_base());
     restored.load_json(jobs_.to_json());

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "xagg/proto.h"
 #include "netns.hpp"
 #include "support/daemon.hpp"
 #include "support/topology.hpp"
@@ -30,7 +31,7 @@ protected:
         ASSERT_EQ(control(socket_, {{"op", "create_job"},
                                     {"id", 7},
                                     {"workers", 2},
-                                    {"gradient_elems", 8192 * 256}})["ok"],
+                                    {"gradient_elems", 8192 * XAGG_CHUNK_ELEMS}})["ok"],
                   true);
     }
 
@@ -177,6 +178,23 @@ TEST_F(ClientApi, JoiningFailsClearly)
         EXPECT_EQ(e.kind(), ClientError::Kind::refused) << e.what();
         EXPECT_NE(std::string(e.what()).find("rank 0 is taken"), std::string::npos) << e.what();
     }
+}
+
+TEST_F(ClientApi, AWorkerWhoseInterfaceCannotCarryAChunkIsToldBeforeItJoins)
+{
+    ASSERT_EQ(run_command("ip -n " + topo_->worker(1) + " link set eth0 mtu 1500 && echo ok"),
+              "ok\n");
+    try {
+        client(1);
+        ADD_FAILURE() << "joined through an interface of MTU 1500";
+    } catch (const ClientError &e) {
+        EXPECT_EQ(e.kind(), ClientError::Kind::invalid) << e.what();
+        EXPECT_EQ(std::string(e.what()),
+                  "interface eth0 has MTU 1500; xagg's frames need at least 3132 (ip link set dev "
+                  "eth0 mtu 3200, and the same on every link between workers and aggregator)");
+    }
+    json job = control(socket_, {{"op", "show_job"}, {"job", 7}})["job"];
+    EXPECT_EQ(job["members"].size(), 0u) << job;  // it never joined
 }
 
 }  // namespace

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "xagg/proto.h"
+
 #include "support/daemon.hpp"
 #include "support/process.hpp"
 #include "support/topology.hpp"
@@ -36,7 +38,7 @@ protected:
         json req = {{"op", "create_job"},
                     {"id", id},
                     {"workers", workers},
-                    {"gradient_elems", uint64_t{chunks} * 256}};
+                    {"gradient_elems", uint64_t{chunks} * XAGG_CHUNK_ELEMS}};
         for (const auto &[k, v] : extra.items())
             req[k] = v;
         json r = control(socket.empty() ? socket_ : socket, req);
@@ -235,10 +237,10 @@ TEST_F(ClientIntegration, ATensorSplitAcrossTwoAggregatorsGetsTheSameResultAsOne
         EXPECT_TRUE(one == bytes(dir_ + "/two" + std::to_string(r) + ".bin")) << "rank " << r;
     }
     // Each node carried its share, weights 1 and 2: a third of the blocks on node 1, the rest
-    // on node 2, each with its exponent chunks (one per 21 blocks); node 1 also ran the
+    // on node 2, each with its exponent chunks (one per 64 blocks); node 1 also ran the
     // unsplit tensor.
-    auto with_exponents = [](uint64_t blocks) { return blocks + (blocks + 20) / 21; };
-    const uint64_t blocks = (kElems + 255) / 256, first = blocks / 3;
+    auto with_exponents = [](uint64_t blocks) { return blocks + (blocks + 63) / 64; };
+    const uint64_t blocks = (kElems + XAGG_CHUNK_ELEMS - 1) / XAGG_CHUNK_ELEMS, first = blocks / 3;
     json st1 = control(socket_, {{"op", "stats"}});
     json st2 = control(socket2, {{"op", "stats"}});
     EXPECT_EQ(st1["chunks_completed"]["fast"], 3 * (with_exponents(blocks) + with_exponents(first)))

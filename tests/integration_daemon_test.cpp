@@ -19,6 +19,8 @@
 #include <thread>
 #include <vector>
 
+#include "xagg/proto.h"
+
 #include "support/daemon.hpp"
 #include "support/demo_worker.hpp"
 #include "support/process.hpp"
@@ -100,7 +102,7 @@ protected:
         json r = control(socket_, {{"op", "create_job"},
                                    {"id", kJob},
                                    {"workers", workers},
-                                   {"gradient_elems", chunks * 256},
+                                   {"gradient_elems", chunks * XAGG_CHUNK_ELEMS},
                                    {"host_path", host_path}});
         EXPECT_EQ(r["ok"], true) << r;
         EXPECT_EQ(r["job"]["group"], "239.77.0.7") << r;
@@ -169,7 +171,7 @@ TEST_F(DaemonIntegration, JobCreatedOverTheApiGivesExactSums)
     std::string after = scrape(topo);
     EXPECT_EQ(sample(after, "xagg_chunks_completed_total{path=\"fast\"}"), kRounds * kChunks);
     EXPECT_EQ(sample(after, "xagg_aggregated_bytes_total{path=\"fast\"}"),
-              uint64_t{kRounds} * kChunks * kWorkers * 1024);
+              uint64_t{kRounds} * kChunks * kWorkers * XAGG_CHUNK_BYTES);
     // What xaggd really serves passes Prometheus's own checker.
     std::string file = dir_ + "/scraped.txt";
     std::ofstream(file) << after;
@@ -184,6 +186,18 @@ TEST_F(DaemonIntegration, JobCreatedOverTheApiGivesExactSums)
     EXPECT_EQ(link.find("xdp"), std::string::npos) << link;
     EXPECT_FALSE(std::filesystem::exists(bpffs_ + "/slots"));
     EXPECT_FALSE(std::filesystem::exists(socket_));
+}
+
+TEST_F(DaemonIntegration, RefusesToStartOnAnInterfaceThatCannotCarryAChunk)
+{
+    Topology topo("m", 1);
+    ASSERT_EQ(run_command("ip -n " + topo.agg() + " link set eth0 mtu 1500 && echo ok"), "ok\n");
+    Process daemon({XAGG_BINARY_DIR "/daemon/xaggd", "--config", write_config(topo)},
+                   dir_ + "/xaggd.log");
+    EXPECT_EQ(daemon.wait(std::chrono::seconds(10)), 1) << daemon.output();
+    EXPECT_NE(daemon.output().find("interface eth0 has MTU 1500; xagg's frames need at least 3132"),
+              std::string::npos)
+        << daemon.output();
 }
 
 TEST_F(DaemonIntegration, HostPathJobGetsTheSameExactSums)
@@ -258,7 +272,7 @@ TEST_F(DaemonIntegration, StragglerIsReportedByRankAndNoPartialSumIsSent)
     json r = control(socket_, {{"op", "create_job"},
                                {"id", kJob},
                                {"workers", kWorkers},
-                               {"gradient_elems", kChunks * 256},
+                               {"gradient_elems", kChunks * XAGG_CHUNK_ELEMS},
                                {"timeout_ms", 200}});
     ASSERT_EQ(r["ok"], true) << r;
     join_all(kWorkers);
@@ -299,7 +313,7 @@ TEST_F(DaemonIntegration, EvictedStragglerIsRemovedAndTheJobCompletesWithTheOthe
     json r = control(socket_, {{"op", "create_job"},
                                {"id", kJob},
                                {"workers", kWorkers},
-                               {"gradient_elems", kChunks * 256},
+                               {"gradient_elems", kChunks * XAGG_CHUNK_ELEMS},
                                {"policy", "evict"},
                                {"timeout_ms", 100},
                                {"evict_after", 2}});
@@ -350,9 +364,10 @@ TEST_F(DaemonIntegration, MemoryMovesBetweenLiveJobsAndEverySumStaysExact)
     // gets 32, and job 7 grows back when job 8 is deleted. Both moves happen under traffic.
     auto daemon = start_daemon(write_config(topo, 64, 16), "xaggd.log");
     auto create = [&](uint32_t id, unsigned first_host) {
-        json r = control(
-            socket_,
-            {{"op", "create_job"}, {"id", id}, {"workers", 2}, {"gradient_elems", kChunks * 256}});
+        json r = control(socket_, {{"op", "create_job"},
+                                   {"id", id},
+                                   {"workers", 2},
+                                   {"gradient_elems", kChunks * XAGG_CHUNK_ELEMS}});
         EXPECT_EQ(r["ok"], true) << r;
         for (unsigned rank = 0; rank < 2; rank++)
             EXPECT_EQ(control(socket_, {{"op", "join"},
@@ -420,7 +435,7 @@ TEST_F(DaemonIntegration, HostOnlyNodeServesJobsCreatedOverTcpWithAToken)
     json create = {{"op", "create_job"},
                    {"id", kJob},
                    {"workers", kWorkers},
-                   {"gradient_elems", kChunks * 256}};
+                   {"gradient_elems", kChunks * XAGG_CHUNK_ELEMS}};
     json refused = tcp_request(topo, create);
     EXPECT_EQ(
         refused,

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "xagg/proto.h"
+
 #include "support/daemon.hpp"
 #include "support/demo_worker.hpp"
 #include "support/topology.hpp"
@@ -96,10 +98,10 @@ TEST_F(XaggctlIntegration, EverySubcommandShowsWhatTheDaemonHoldsAfterRealTraffi
     auto daemon = start_daemon(config, "xaggd.log");
 
     Result created =
-        ctl("job create --id 7 --workers 3 --elems 32768 --policy evict "
+        ctl("job create --id 7 --workers 3 --elems 98304 --policy evict "
             "--timeout-ms 5000");
     ASSERT_EQ(created.code, 0) << created.out;
-    EXPECT_EQ(line_starting(created.out, "job 7"), "job 7: 3 workers, 32768 values (128 chunks)");
+    EXPECT_EQ(line_starting(created.out, "job 7"), "job 7: 3 workers, 98304 values (128 chunks)");
     EXPECT_EQ(line_starting(created.out, "memory"),
               "memory    96 chunks on the fast path (slots 0-95), 32 on the host path; weight 1.0");
     EXPECT_EQ(line_starting(created.out, "progress"), "progress  no contribution yet");
@@ -142,9 +144,10 @@ TEST_F(XaggctlIntegration, EverySubcommandShowsWhatTheDaemonHoldsAfterRealTraffi
                                    {"prog_id", std::stoul(m[1])}}));
     EXPECT_EQ(status["memory"]["used_chunks"], kFast);
     EXPECT_EQ(status["chunks"], json({{"fast", kFast}, {"host", kChunks - kFast}}));
-    EXPECT_EQ(status["aggregated_bytes"]["fast"], uint64_t{kRounds} * kFast * kWorkers * 1024);
+    EXPECT_EQ(status["aggregated_bytes"]["fast"],
+              uint64_t{kRounds} * kFast * kWorkers * XAGG_CHUNK_BYTES);
     EXPECT_EQ(status["aggregated_bytes"]["host"],
-              uint64_t{kRounds} * (kChunks - kFast) * kWorkers * 1024);
+              uint64_t{kRounds} * (kChunks - kFast) * kWorkers * XAGG_CHUNK_BYTES);
     Result table = ctl("status");
     EXPECT_EQ(table.code, 0);
     EXPECT_EQ(line_starting(table.out, "XDP"),
@@ -266,8 +269,8 @@ TEST_F(XaggctlIntegration, EachErrorHasItsExitCodeAndSaysWhatToDo)
     r = ctl("job show 999");
     EXPECT_EQ(r.code, 3);
     EXPECT_EQ(r.out, "xaggctl: xaggd refused: no job 999\n");
-    EXPECT_EQ(ctl("job create --id 5 --workers 2 --elems 512").code, 0);
-    r = ctl("job create --id 5 --workers 2 --elems 512");
+    EXPECT_EQ(ctl("job create --id 5 --workers 2 --elems 1536").code, 0);
+    r = ctl("job create --id 5 --workers 2 --elems 1536");
     EXPECT_EQ(r.code, 3);
     EXPECT_EQ(r.out, "xaggctl: xaggd refused: job 5 exists\n");
 

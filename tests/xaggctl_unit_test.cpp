@@ -99,7 +99,7 @@ json sample_status(bool attached)
         "xdp":{"configured_mode":"native","mode":"native","attached":true,"prog_id":2391},
         "control":{"socket":"/run/xagg/xaggd.sock","tcp_address":""},
         "metrics_address":"127.0.0.1:9873","jobs":1,"members":3,
-        "memory":{"capacity_chunks":96,"used_chunks":96,"capacity_bytes":204288,
+        "memory":{"policy":"benefit","capacity_chunks":96,"used_chunks":96,"capacity_bytes":204288,
                   "used_bytes":204288},
         "chunks":{"fast":96,"host":32},
         "aggregated_bytes":{"fast":2949120,"host":983040}})");
@@ -120,7 +120,7 @@ TEST(RenderTest, StatusSaysWhatTheKernelRunsAndHowThePathsShare)
               "metrics    http://127.0.0.1:9873/metrics\n"
               "jobs       1 (3 members joined)\n"
               "memory     96 of 96 fast-path chunks assigned (199.5 KiB of 199.5 KiB of slot "
-              "maps)\n"
+              "maps), divided by policy benefit\n"
               "chunks     96 on the fast path (75.0%), 32 on the host path (25.0%)\n"
               "summed     2.8 MiB of gradient on the fast path (75.0%), 960.0 KiB on the host "
               "path (25.0%)\n");

@@ -58,10 +58,10 @@ struct ClientOptions {
 
 // What one all-reduce did.
 struct AllReduceReport {
-    uint64_t chunks = 0;            // chunks of 256 values sent (data and exponent chunks)
+    uint64_t chunks = 0;            // chunks (768 values each) sent (data and exponent chunks)
     uint64_t retransmits = 0;       // contributions sent again after a timeout
     uint64_t fallback_chunks = 0;   // results summed by an aggregator's host path
-    uint64_t nonfinite_blocks = 0;  // blocks of 256 values set to NaN: some worker had NaN/inf
+    uint64_t nonfinite_blocks = 0;  // blocks (768 values) set to NaN: some worker had NaN/inf
     uint64_t partial_chunks = 0;    // results that lack an evicted worker's contribution
     unsigned contributors = 0;      // fewest workers summed into any result
     double seconds = 0;             // from the call to the last result

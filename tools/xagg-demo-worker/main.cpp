@@ -183,7 +183,7 @@ private:
         if (poll(&p, 1, timeout_ms) <= 0)
             return;
         constexpr unsigned kBatch = 64;
-        static uint8_t bufs[kBatch][2048];
+        static uint8_t bufs[kBatch][xagg::wire::kDatagramBytes + 1];
         mmsghdr msgs[kBatch]{};
         iovec iov[kBatch];
         for (unsigned i = 0; i < kBatch; i++) {
@@ -264,7 +264,7 @@ int main(int argc, char **argv)
     app.add_option("--workers", o.workers, "Number of workers in the job")
         ->default_val(o.workers)
         ->check(CLI::Range(1u, 64u));
-    app.add_option("--chunks", o.chunks, "Chunks per round (256 values each)")
+    app.add_option("--chunks", o.chunks, "Chunks per round (768 values each)")
         ->default_val(o.chunks)
         ->check(CLI::Range(1u, 1u << 24));
     app.add_option("--rounds", o.rounds, "Rounds (iterations)")->default_val(o.rounds);

@@ -124,16 +124,22 @@ void add_job(CLI::App &app, Cli &cli)
         ->capture_default_str();
     create->add_option("--weight", c.weight, "Share of fast-path memory relative to other jobs")
         ->capture_default_str();
+    create
+        ->add_option("--iterations", c.iterations,
+                     "All-reduces the job will run, so the benefit policy can rank it by its "
+                     "remaining time (0: not said)")
+        ->capture_default_str();
     create->add_flag("--host-path", c.host_path, "Serve every chunk by the host parameter server");
     create->add_flag("--fanout", c.fanout, "Unicast results to each member instead of multicast");
     create->footer(
         "Example: xaggctl job create --id 7 --workers 4 --elems 16777216 --policy evict");
     create->callback([&cli, &c] {
         cli.action = [&cli, &c] {
-            json req = {
-                {"op", "create_job"}, {"workers", c.workers},       {"gradient_elems", c.elems},
-                {"policy", c.policy}, {"timeout_ms", c.timeout_ms}, {"evict_after", c.evict_after},
-                {"weight", c.weight}, {"host_path", c.host_path},   {"fanout", c.fanout}};
+            json req = {{"op", "create_job"},         {"workers", c.workers},
+                        {"gradient_elems", c.elems},  {"policy", c.policy},
+                        {"timeout_ms", c.timeout_ms}, {"evict_after", c.evict_after},
+                        {"weight", c.weight},         {"host_path", c.host_path},
+                        {"fanout", c.fanout},         {"iterations", c.iterations}};
             if (c.id)
                 req["id"] = c.id;
             json r = client(cli.globals).call(req);

@@ -30,7 +30,7 @@ struct Args {
     uint16_t port = 0;
     struct {
         uint32_t id = 0, workers = 0, timeout_ms = 1000, evict_after = 3;
-        uint64_t elems = 0;
+        uint64_t elems = 0, iterations = 0;
         std::string policy = "wait";
         double weight = 1;
         bool host_path = false, fanout = false;

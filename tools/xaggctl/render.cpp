@@ -174,7 +174,8 @@ std::string render_status(const json &s)
     f.add("memory", text(mem["used_chunks"]) + " of " + text(mem["capacity_chunks"]) +
                         " fast-path chunks assigned (" +
                         human_bytes(mem["used_bytes"].get<double>()) + " of " +
-                        human_bytes(mem["capacity_bytes"].get<double>()) + " of slot maps)");
+                        human_bytes(mem["capacity_bytes"].get<double>()) + " of slot maps), " +
+                        "divided by policy " + mem.value("policy", std::string("?")));
     uint64_t fast = s.at("chunks")["fast"], host = s.at("chunks")["host"];
     f.add("chunks", text(fast) + " on the fast path (" + percent(fast, fast + host) + "), " +
                         text(host) + " on the host path (" + percent(host, fast + host) + ")");
