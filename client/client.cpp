@@ -3,11 +3,14 @@
 // hands all-reduces to the engine.
 #include <arpa/inet.h>
 
+#include <cstdio>
+#include <limits>
 #include <string>
 
 #include "control_client.hpp"
 #include "engine.hpp"
 #include "mtu.hpp"
+#include "tuner.hpp"
 #include "xagg/client.hpp"
 
 namespace xagg {
@@ -107,7 +110,21 @@ Client::Client(const ClientOptions &options)
                               "the jobs' group ports differ; a worker receives on one port");
     }
     aggregators_ = options.aggregators;
+    options_ = options;
     engine_ = std::make_unique<client::Engine>(options, endpoints, local);
+    if (options.autotune) {
+        if (options.tune_calls == 0 || options.tune_trials == 0)
+            throw ClientError(ClientError::Kind::invalid, "tune_calls and tune_trials must be > 0");
+        client::TuneSpace space;
+        space.trials = options.tune_trials;
+        space.max_partition = client::Engine::kMaxPartition;
+        tuner_ = std::make_unique<client::Tuner>(
+            space, client::TuneSetting{options.window, options.partition_chunks});
+        // The search runs on the grid; start on its point nearest the given values.
+        client::TuneSetting start = tuner_->current();
+        engine_->set_tuning(start.window, start.partition_chunks);
+        tuning_.enabled = true;
+    }
     // When the engine gives up, the daemon says why: evicted, job gone, or not answering.
     auto aggregators = options.aggregators;
     const uint32_t rank = options.rank;
@@ -188,18 +205,76 @@ void Client::rendezvous()
 AllReduce Client::allreduce_async(std::span<float> data, int priority)
 {
     rendezvous();
+    tune_point();
     return AllReduce(engine_->submit(data.data(), nullptr, data.size(), priority));
 }
 
 AllReduce Client::allreduce_async(std::span<int32_t> data, int priority)
 {
     rendezvous();
+    tune_point();
     return AllReduce(engine_->submit(nullptr, data.data(), data.size(), priority));
 }
 
 unsigned Client::workers() const
 {
     return engine_->workers();
+}
+
+Tuning Client::tuning() const
+{
+    std::lock_guard g(tune_lock_);
+    Tuning t = tuning_;
+    t.window = engine_->window();
+    t.partition_chunks = engine_->partition_chunks();
+    return t;
+}
+
+void Client::tune_point()
+{
+    std::lock_guard g(tune_lock_);
+    if (!tuner_ || tuner_->done())
+        return;
+    auto now = std::chrono::steady_clock::now();
+    if (calls_++ == 0) {
+        trial_started_ = now;
+        return;
+    }
+    if ((calls_ - 1) % options_.tune_calls != 0)
+        return;
+    // A trial ends. Every worker is at this same call, so every worker all-reduces its
+    // measurement here, first in line, and all of them get the same mean: they all make the
+    // same choice and switch before the same call.
+    double seconds = std::chrono::duration<double>(now - trial_started_).count();
+    std::vector<int32_t> micros{static_cast<int32_t>(
+        std::min(seconds * 1e6, double(std::numeric_limits<int32_t>::max() / XAGG_MAX_WORKERS)))};
+    AllReduceReport r =
+        AllReduce(engine_->submit(nullptr, micros.data(), 1, std::numeric_limits<int>::max()))
+            .wait();
+    double mean = double(micros[0]) / std::max(r.contributors, 1u) / 1e6 / options_.tune_calls;
+    const bool first = tuning_.trials == 0;
+    tuner_->record(mean);
+    tuning_.trials = tuner_->trials();
+    if (first)
+        tuning_.start_call_seconds = mean;
+    client::TuneSetting next = tuner_->current();
+    engine_->set_tuning(next.window, next.partition_chunks);
+    if (tuner_->done()) {
+        tuning_.done = true;
+        tuning_.best_call_seconds = tuner_->best().second;
+        std::string line = "xagg: tuned after " + std::to_string(tuning_.trials) +
+                           " trials: window " + std::to_string(next.window) +
+                           ", partition_chunks " + std::to_string(next.partition_chunks) + " (" +
+                           std::to_string(tuning_.best_call_seconds * 1e3) + " ms a call; " +
+                           std::to_string(tuning_.start_call_seconds * 1e3) +
+                           " ms with the starting window " + std::to_string(options_.window) +
+                           ", partition_chunks " + std::to_string(options_.partition_chunks) + ")";
+        if (options_.log)
+            options_.log(line);
+        else
+            std::fprintf(stderr, "%s\n", line.c_str());
+    }
+    trial_started_ = std::chrono::steady_clock::now();
 }
 
 bool AllReduce::ready() const

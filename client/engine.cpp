@@ -48,11 +48,18 @@ Engine::Engine(const ClientOptions &options, std::vector<Endpoint> endpoints, in
     }
     socket_ =
         std::make_unique<DatagramSocket>(local, endpoints.front().group_port, groups, options.gso);
-    tx_.resize(std::max(options_.partition_chunks, 1u) * wire::kDatagramBytes);
+    set_tuning(options_.window, options_.partition_chunks);
+    tx_.resize(size_t{kMaxPartition} * wire::kDatagramBytes);
     wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (wake_fd_ < 0)
         throw std::system_error(errno, std::generic_category(), "eventfd");
     thread_ = std::thread([this] { run(); });
+}
+
+void Engine::set_tuning(unsigned window, unsigned partition_chunks)
+{
+    window_.store(std::max(window, 1u), std::memory_order_relaxed);
+    partition_.store(std::clamp(partition_chunks, 1u, kMaxPartition), std::memory_order_relaxed);
 }
 
 Engine::~Engine()
@@ -74,6 +81,8 @@ std::shared_ptr<Op> Engine::submit(float *floats, int32_t *ints, size_t n, int p
     op->n = n;
     op->priority = priority;
     op->started = Clock::now();
+    op->report.window = window();
+    op->report.partition_chunks = partition_chunks();
     // This worker's block exponents, scanned on the caller's thread: callers on several threads
     // spread the scanning over their cores.
     const size_t blocks = (n + kBlock - 1) / kBlock;
@@ -212,12 +221,12 @@ void Engine::send_ready(Channel &ch)
     std::vector<Use *> batch;
     while (!ch.ready.empty()) {
         batch.clear();
-        while (batch.size() < options_.partition_chunks && !ch.ready.empty()) {
+        while (batch.size() < partition_chunks() && !ch.ready.empty()) {
             auto best = ch.ready.begin();
             // The credit: at most `window` in flight. Except for the oldest chunk not yet
             // answered: every worker sends that one whatever its window holds, so windows
             // filled in different orders (after losses) cannot wait on each other forever.
-            bool within = ch.in_flight.size() + batch.size() < options_.window;
+            bool within = ch.in_flight.size() + batch.size() < window();
             bool oldest = ch.in_flight.empty() || best->first < ch.in_flight.begin()->first;
             if (!within && !(oldest && batch.empty()))
                 break;
@@ -377,11 +386,11 @@ void Engine::check_timers()
         resend[use->sub->channel].push_back(use);
     }
     for (auto &[channel, list] : resend) {
-        for (size_t i = 0; i < list.size(); i += options_.partition_chunks) {
+        const size_t per_batch = partition_chunks();
+        for (size_t i = 0; i < list.size(); i += per_batch) {
             std::vector<Use *> batch(
                 list.begin() + static_cast<ptrdiff_t>(i),
-                list.begin() +
-                    static_cast<ptrdiff_t>(std::min(list.size(), i + options_.partition_chunks)));
+                list.begin() + static_cast<ptrdiff_t>(std::min(list.size(), i + per_batch)));
             transmit(*channel, batch, true);
             for (Use *u : batch)  // not sent (socket full): try again soon
                 arm(*u, now + 1000000);
@@ -445,7 +454,7 @@ void Engine::run()
             }
             bool backlog = false;
             for (auto &ch : channels_)
-                backlog |= !ch->ready.empty() && ch->in_flight.size() < options_.window;
+                backlog |= !ch->ready.empty() && ch->in_flight.size() < window();
             pollfd fds[2] = {{socket_->fd(), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
             if (backlog)
                 fds[0].events |= POLLOUT;

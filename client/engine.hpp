@@ -123,6 +123,14 @@ public:
     std::shared_ptr<Op> submit(float *floats, int32_t *ints, size_t n, int priority);
     unsigned workers() const { return channels_.front()->workers; }
 
+    // The send-side knobs, changeable while operations are in flight (the tuner's choices):
+    // they only pace what is sent, never what is summed. partition_chunks is capped at
+    // kMaxPartition, the batch buffer's size.
+    static constexpr unsigned kMaxPartition = 256;
+    void set_tuning(unsigned window, unsigned partition_chunks);
+    unsigned window() const { return window_.load(std::memory_order_relaxed); }
+    unsigned partition_chunks() const { return partition_.load(std::memory_order_relaxed); }
+
     // Called when the engine gives up (timeout, eviction): says why, for the error. `round` is
     // the round that went unanswered, if one did.
     std::function<ClientError(const std::string &why, uint32_t job, std::optional<uint32_t> round)>
@@ -168,6 +176,7 @@ private:
     std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
     void arm(Use &u, int64_t deadline);
     std::vector<uint8_t> tx_;
+    std::atomic<unsigned> window_, partition_;
     std::atomic<bool> stop_{false};
     std::thread thread_;
 };

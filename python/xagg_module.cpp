@@ -48,6 +48,8 @@ py::dict report(const xagg::AllReduceReport &r)
     d["partial_chunks"] = r.partial_chunks;
     d["contributors"] = r.contributors;
     d["seconds"] = r.seconds;
+    d["window"] = r.window;
+    d["partition_chunks"] = r.partition_chunks;
     return d;
 }
 
@@ -121,7 +123,8 @@ PYBIND11_MODULE(_xagg, m)
     py::class_<xagg::Client>(m, "Client")
         .def(py::init([](const std::vector<py::dict> &aggregators, uint32_t rank,
                          const std::string &local_address, bool join, unsigned window,
-                         unsigned partition_chunks, unsigned timeout_ms, unsigned max_retries) {
+                         unsigned partition_chunks, unsigned timeout_ms, unsigned max_retries,
+                         bool autotune, unsigned tune_calls, unsigned tune_trials) {
                  xagg::ClientOptions o;
                  for (const py::dict &d : aggregators) {
                      xagg::Aggregator a;
@@ -151,13 +154,32 @@ PYBIND11_MODULE(_xagg, m)
                  o.partition_chunks = partition_chunks;
                  o.timeout = std::chrono::milliseconds(timeout_ms);
                  o.max_retries = max_retries;
+                 o.autotune = autotune;
+                 o.tune_calls = tune_calls;
+                 o.tune_trials = tune_trials;
                  py::gil_scoped_release unlocked;
                  return std::make_unique<xagg::Client>(o);
              }),
              py::arg("aggregators"), py::arg("rank"), py::arg("local_address"),
              py::arg("join") = true, py::arg("window") = 512, py::arg("partition_chunks") = 32,
-             py::arg("timeout_ms") = 20, py::arg("max_retries") = 200)
+             py::arg("timeout_ms") = 20, py::arg("max_retries") = 200, py::arg("autotune") = true,
+             py::arg("tune_calls") = 8, py::arg("tune_trials") = 16)
         .def_property_readonly("workers", &xagg::Client::workers)
+        .def_property_readonly(
+            "tuning",
+            [](const xagg::Client &c) {
+                xagg::Tuning t = c.tuning();
+                py::dict d;
+                d["enabled"] = t.enabled;
+                d["done"] = t.done;
+                d["window"] = t.window;
+                d["partition_chunks"] = t.partition_chunks;
+                d["trials"] = t.trials;
+                d["best_call_seconds"] = t.best_call_seconds;
+                d["start_call_seconds"] = t.start_call_seconds;
+                return d;
+            },
+            "What the automatic configuration has chosen so far, as a dict")
         .def("allreduce_async", &begin, py::arg("buffer"), py::arg("priority") = 0,
              "Start summing the buffer in place over every worker; returns an AllReduce")
         .def(

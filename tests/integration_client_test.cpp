@@ -114,6 +114,41 @@ TEST_F(ClientIntegration, EveryWorkerGetsTheBitExactSumForManyRounds)
     EXPECT_EQ(stats["counters"]["drop_not_member"], 0) << stats;
 }
 
+TEST_F(ClientIntegration, TuningWorkersAllChooseTheSameSettingAndEveryResultStaysExact)
+{
+    constexpr unsigned kWorkers = 3, kIterations = 24;
+    constexpr uint64_t kElems = 300000;
+    Topology topo("t", kWorkers);
+    auto daemon = start_daemon(write_config(topo), "xaggd.log");
+    create_job(7, kWorkers, 1024);
+    std::vector<std::unique_ptr<Process>> procs;
+    for (unsigned r = 0; r < kWorkers; r++)
+        procs.push_back(
+            worker(topo, r, {here(7)},
+                   {"--elems", std::to_string(kElems), "--iterations", std::to_string(kIterations),
+                    "--verify", "--tune-calls", "2", "--tune-trials", "5"}));
+    std::vector<json> tuning;
+    for (auto &p : procs) {
+        ASSERT_EQ(p->wait(180s), 0) << p->output();
+        json r = json::parse(p->output());
+        EXPECT_EQ(r["exact"], kElems * kIterations) << r;
+        EXPECT_EQ(r["wrong"], 0) << r;
+        tuning.push_back(r["tuning"]);
+    }
+    // 5 trials of 2 calls each ended by call 11: done, and every worker measured the same means
+    // (all-reduced), so chose the same setting.
+    EXPECT_EQ(tuning[0]["done"], true) << tuning[0];
+    EXPECT_EQ(tuning[0]["trials"], 5) << tuning[0];
+    for (unsigned r = 1; r < kWorkers; r++) {
+        EXPECT_EQ(tuning[r]["window"], tuning[0]["window"]) << tuning[r];
+        EXPECT_EQ(tuning[r]["partition_chunks"], tuning[0]["partition_chunks"]) << tuning[r];
+        EXPECT_EQ(tuning[r]["best_call_seconds"], tuning[0]["best_call_seconds"]) << tuning[r];
+    }
+    EXPECT_NE(tuning[0]["log"].get<std::string>().find("xagg: tuned after 5 trials"),
+              std::string::npos)
+        << tuning[0];
+}
+
 class ImpairedLinks : public ClientIntegration, public ::testing::WithParamInterface<Impairment> {};
 
 TEST_P(ImpairedLinks, ResultsStayExact)

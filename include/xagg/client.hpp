@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -54,6 +55,27 @@ struct ClientOptions {
     std::chrono::milliseconds timeout{20};
     unsigned max_retries = 200;  // then the aggregator counts as unreachable
     bool gso = true;             // batch sends with UDP GSO (else sendmmsg alone)
+    // Automatic configuration: window and partition_chunks are tuned online, starting from the
+    // values above, by measuring the time of every `tune_calls` all-reduce calls (a training
+    // step or a few), averaged over all workers through the aggregator, so that every worker
+    // switches at the same call; at most `tune_trials` settings are tried. Off: the values
+    // above are used as given (pinned). Every worker must give the same tuning options.
+    bool autotune = true;
+    unsigned tune_calls = 8;
+    unsigned tune_trials = 16;
+    // Where the client says what it chose (one line when tuning ends); stderr when empty.
+    std::function<void(const std::string &)> log;
+};
+
+// What the tuner has done so far (Client::tuning()).
+struct Tuning {
+    bool enabled = false;
+    bool done = false;              // the search has ended: the setting below is the choice
+    unsigned window = 0;            // in use now
+    unsigned partition_chunks = 0;  // in use now
+    unsigned trials = 0;            // settings measured
+    double best_call_seconds = 0;   // the chosen setting's measured time per call
+    double start_call_seconds = 0;  // the starting (hand-set) setting's
 };
 
 // What one all-reduce did.
@@ -65,6 +87,8 @@ struct AllReduceReport {
     uint64_t partial_chunks = 0;    // results that lack an evicted worker's contribution
     unsigned contributors = 0;      // fewest workers summed into any result
     double seconds = 0;             // from the call to the last result
+    unsigned window = 0;            // the credit in use when the call was made
+    unsigned partition_chunks = 0;  // the batch in use when the call was made
 };
 
 class ClientError : public std::runtime_error {
@@ -87,6 +111,7 @@ private:
 
 namespace client {
 class Engine;
+class Tuner;
 struct Op;
 }  // namespace client
 
@@ -126,13 +151,22 @@ public:
     }
 
     unsigned workers() const;  // the job's size (of the first aggregator's job)
+    Tuning tuning() const;
 
 private:
     void rendezvous();
+    // Before each call: ends a tuning trial every tune_calls calls (see ClientOptions).
+    void tune_point();
 
     std::vector<Aggregator> aggregators_;
     std::once_flag rendezvous_;
     std::unique_ptr<client::Engine> engine_;
+    ClientOptions options_;
+    mutable std::mutex tune_lock_;
+    std::unique_ptr<client::Tuner> tuner_;  // null when autotune is off
+    uint64_t calls_ = 0;
+    std::chrono::steady_clock::time_point trial_started_;
+    Tuning tuning_;
 };
 
 }  // namespace xagg

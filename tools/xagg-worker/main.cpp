@@ -148,6 +148,9 @@ Verdict verify_int(const Options &o, unsigned workers, unsigned iteration,
 template <typename T>
 int run(Options &o)
 {
+    std::string tuned;  // the client's line when tuning ends; in the JSON report with --json
+    if (o.json)
+        o.client.log = [&tuned](const std::string &line) { tuned = line; };
     xagg::Client client(o.client);
     const unsigned workers = client.workers();
     std::vector<T> data(o.elems);
@@ -222,6 +225,15 @@ int run(Options &o)
                             {"beyond_bound", verdict.beyond_bound},
                             {"worst_error_over_bound", verdict.worst},
                             {"times", times}};
+        xagg::Tuning t = client.tuning();
+        j["tuning"] = {{"enabled", t.enabled},
+                       {"done", t.done},
+                       {"window", t.window},
+                       {"partition_chunks", t.partition_chunks},
+                       {"trials", t.trials},
+                       {"best_call_seconds", t.best_call_seconds},
+                       {"start_call_seconds", t.start_call_seconds},
+                       {"log", tuned}};
         std::cout << j.dump() << std::endl;
     } else {
         std::printf(
@@ -278,6 +290,14 @@ int main(int argc, char **argv)
     app.add_option("--max-retries", o.client.max_retries, "Retransmissions before giving up")
         ->capture_default_str();
     app.add_flag("!--no-gso", o.client.gso, "Send without UDP GSO (sendmmsg only)");
+    app.add_flag("!--no-autotune", o.client.autotune,
+                 "Use --window and --partition as given instead of tuning them online");
+    app.add_option("--tune-calls", o.client.tune_calls, "All-reduces per tuning trial")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    app.add_option("--tune-trials", o.client.tune_trials, "Settings tried at most")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
     app.add_flag("--json", o.json, "Print the report as JSON");
     CLI11_PARSE(app, argc, argv);
     try {
