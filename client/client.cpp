@@ -2,6 +2,7 @@
 // The public Client: joins the job on each aggregator through its daemon's control API, then
 // hands all-reduces to the engine.
 #include <arpa/inet.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <limits>
@@ -9,6 +10,7 @@
 
 #include "control_client.hpp"
 #include "engine.hpp"
+#include "etcd_client.hpp"
 #include "mtu.hpp"
 #include "tuner.hpp"
 #include "xagg/client.hpp"
@@ -214,6 +216,47 @@ AllReduce Client::allreduce_async(std::span<int32_t> data, int priority)
     rendezvous();
     tune_point();
     return AllReduce(engine_->submit(nullptr, data.data(), data.size(), priority));
+}
+
+Placement resolve_placement(const std::string &etcd_endpoint, uint32_t job,
+                            const std::string &prefix, const std::string &token)
+{
+    std::optional<etcd::KeyValue> kv;
+    try {
+        kv = etcd::Client(etcd_endpoint).get(prefix + "/placement/" + std::to_string(job));
+    } catch (const etcd::Error &e) {
+        throw ClientError(ClientError::Kind::unreachable, e.what());
+    }
+    if (!kv)
+        throw ClientError(ClientError::Kind::invalid,
+                          "job " + std::to_string(job) + " has no placement in etcd at " +
+                              etcd_endpoint + " (under " + prefix + "/placement/)");
+    Placement p;
+    p.revision = kv->mod_revision;
+    try {
+        const json placement = json::parse(kv->value);  // outlives the loop over its nodes
+        for (const json &n : placement.at("nodes")) {
+            Aggregator a;
+            a.address = n.at("address").get<std::string>();
+            a.job = job;
+            a.weight = n.at("partitions").get<double>();
+            std::string socket = n.value("control_socket", "");
+            if (!socket.empty() && access(socket.c_str(), F_OK) == 0) {
+                a.control_socket = socket;
+            } else {
+                a.control_host = n.value("control_tcp_address", "");
+                a.token = token;
+            }
+            p.aggregators.push_back(a);
+        }
+    } catch (const json::exception &e) {
+        throw ClientError(ClientError::Kind::invalid,
+                          "job " + std::to_string(job) + "'s placement is malformed: " + e.what());
+    }
+    if (p.aggregators.empty())
+        throw ClientError(ClientError::Kind::invalid,
+                          "job " + std::to_string(job) + "'s placement names no node");
+    return p;
 }
 
 unsigned Client::workers() const

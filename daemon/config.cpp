@@ -118,6 +118,28 @@ std::unique_ptr<CLI::App> make_cli(Config &c)
     app->add_option("--log_level", c.log_level, "Log level")
         ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
         ->capture_default_str();
+    app->add_option("--etcd_endpoint", c.etcd_endpoint,
+                    "http://HOST:PORT of etcd, to serve cluster jobs with other nodes; empty: "
+                    "this node alone")
+        ->check([](const std::string &v) {
+            return v.empty() || v.rfind("http://", 0) == 0
+                       ? std::string()
+                       : std::string("must be http://HOST:PORT (or empty)");
+        });
+    app->add_option("--etcd_prefix", c.etcd_prefix, "Key prefix of this cluster in etcd")
+        ->capture_default_str();
+    app->add_option("--etcd_lease_ttl", c.etcd_lease_ttl,
+                    "Seconds before a node that stopped renewing its lease counts as dead")
+        ->check(CLI::Range(2, 300))
+        ->capture_default_str();
+    app->add_option("--node_name", c.node_name, "This node's name in etcd (default: host name)");
+    app->add_option("--advertise_address", c.advertise_address,
+                    "IPv4 workers send this node's chunks to (required with etcd_endpoint)")
+        ->check(CLI::ValidIPV4);
+    app->add_option("--node_rate", c.node_rate,
+                    "Contributions per second this node aggregates: its weight in placement")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
     app->add_option("--netns", c.netns, "Run inside this `ip netns` network namespace");
     return app;
 }

@@ -33,8 +33,15 @@ struct Config {
     std::string metrics_address = "127.0.0.1:9873";  // Prometheus /metrics; empty: off
     unsigned host_ps_threads = 2;                    // threads of the host-side parameter server
     std::string log_level = "info";                  // trace | debug | info | warn | error
-    std::string netns;        // `ip netns` namespace to run in (tests, demos)
-    std::string config_file;  // the file these came from, if any
+    // Several nodes (docs/SCHEDULING.md): all empty/default = one node, no etcd.
+    std::string etcd_endpoint;  // http://HOST:PORT of etcd; empty: no cluster
+    std::string etcd_prefix = "/xagg";
+    int etcd_lease_ttl = 5;         // seconds a dead node stays registered
+    std::string node_name;          // default: the host name
+    std::string advertise_address;  // IPv4 workers send this node's chunks to
+    double node_rate = 4e6;         // contributions/s, the node's speed for placement
+    std::string netns;              // `ip netns` namespace to run in (tests, demos)
+    std::string config_file;        // the file these came from, if any
 };
 
 // The CLI11 application that parses into `config`. Shared by the daemon and `config check`.

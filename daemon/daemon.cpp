@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "cluster.hpp"
 #include "control.hpp"
 #include "fastpath.hpp"
 #include "host_ps.hpp"
@@ -352,6 +353,9 @@ public:
             });
         int lfd = listen_unix(config_.control_socket, config_.control_socket_mode);
         spdlog::info("control API on {}", config_.control_socket);
+        std::unique_ptr<ClusterAgent> cluster;
+        if (!config_.etcd_endpoint.empty())
+            cluster = start_cluster_agent(host_only ? 0 : config_.max_chunks);
         int tfd = -1;
         if (!config_.control_tcp_address.empty()) {
             token_ = read_token_file(config_.control_token_file);
@@ -408,6 +412,7 @@ public:
         }
 
         sd_notify(0, "STOPPING=1");
+        cluster.reset();  // leaves etcd first: the other nodes re-place this node's partitions
         for (auto &c : clients_)
             close(c.fd);
         close(lfd);
@@ -426,6 +431,35 @@ public:
 private:
     static constexpr int kScanIntervalMs = 100;
     static constexpr int kScanShare = 20;
+
+    std::unique_ptr<ClusterAgent> start_cluster_agent(uint32_t capacity_chunks) const
+    {
+        if (config_.advertise_address.empty())
+            throw std::runtime_error(
+                "etcd_endpoint needs advertise_address: the IPv4 workers "
+                "send this node's chunks to");
+        ClusterConfig c;
+        c.etcd_endpoint = config_.etcd_endpoint;
+        c.prefix = config_.etcd_prefix;
+        c.lease_ttl = config_.etcd_lease_ttl;
+        c.own_control_socket = config_.control_socket;
+        c.self.name = config_.node_name;
+        if (c.self.name.empty()) {
+            char host[256] = {};
+            gethostname(host, sizeof(host) - 1);
+            c.self.name = host;
+        }
+        c.self.address = config_.advertise_address;
+        c.self.port = config_.port;
+        c.self.control_socket = config_.control_socket;
+        c.self.control_tcp_address = config_.control_tcp_address;
+        c.self.capacity_chunks = capacity_chunks;
+        c.self.rate = config_.node_rate;
+        auto agent = std::make_unique<ClusterAgent>(c);
+        agent->start();
+        spdlog::info("cluster: node {} joins through etcd at {}", c.self.name, c.etcd_endpoint);
+        return agent;
+    }
 
     // Both paths' slots; then the evict policy acts on what the scan found.
     static void scan_stragglers(const JobTable &jobs, const Datapath &datapath,

@@ -14,7 +14,9 @@
 
 #include "xagg/proto.h"
 
+#include "etcd_client.hpp"
 #include "support/daemon.hpp"
+#include "support/etcd.hpp"
 #include "support/process.hpp"
 #include "support/topology.hpp"
 
@@ -147,6 +149,116 @@ TEST_F(ClientIntegration, TuningWorkersAllChooseTheSameSettingAndEveryResultStay
     EXPECT_NE(tuning[0]["log"].get<std::string>().find("xagg: tuned after 5 trials"),
               std::string::npos)
         << tuning[0];
+}
+
+// The last line of a process's output that is a JSON object (warnings may come before it).
+json last_json_line(const std::string &output)
+{
+    size_t at = output.rfind("\n{");
+    return json::parse(at == std::string::npos ? output : output.substr(at + 1));
+}
+
+TEST_F(ClientIntegration, AClusterJobIsPlacedAcrossTwoNodesAndSurvivesLosingOne)
+{
+    constexpr unsigned kWorkers = 3, kIterations = 300;
+    constexpr uint64_t kElems = 300000;  // 391 blocks + 7 exponent chunks: 2 partitions of 200
+    Topology topo("e", kWorkers);
+    std::string agg1 = topo.add_aggregator(1);
+    // A real etcd on the namespaces' own network (the bridge), where every node and worker
+    // reaches it; nothing outside the test's namespaces sees it.
+    ASSERT_EQ(run_command("ip -n " + topo.sw() + " addr add 10.77.0.250/24 dev br0 && echo ok"),
+              "ok\n");
+    EtcdServer etcd(dir_ + "/etcd", "10.77.0.250", 2379, topo.sw());
+    const std::string endpoint = etcd.endpoint(), prefix = "/xaggtest";
+    auto cluster_keys = [&](const std::string &name, const std::string &address) {
+        return "etcd_endpoint = " + endpoint + "\netcd_prefix = " + prefix +
+               "\netcd_lease_ttl = 2\nnode_name = " + name + "\nadvertise_address = " + address +
+               "\n";
+    };
+    std::ofstream(write_config(topo), std::ios::app) << cluster_keys("n0", kAggAddr);
+    auto daemon0 = start_daemon(dir_ + "/xaggd.conf", "xaggd.log");
+    std::string config1 = dir_ + "/xaggd1.conf", socket1 = dir_ + "/xaggd1.sock";
+    std::ofstream(config1) << "interface = eth0\nnetns = " << agg1 << "\nbpffs_dir = " << bpffs_
+                           << "-2\nstate_dir = " << dir_ << "/state1\ncontrol_socket = " << socket1
+                           << "\nmetrics_address =\nlog_level = debug\n"
+                           << cluster_keys("n1", "10.77.0.101");
+    auto daemon1 = std::make_unique<Process>(
+        std::vector<std::string>{XAGG_BINARY_DIR "/daemon/xaggd", "--config", config1},
+        dir_ + "/xaggd1.log");
+
+    // The operator creates the job in etcd; the nodes place it, one partition each, and each
+    // creates its share as a local job.
+    std::string created = run_command(
+        "ip netns exec " + topo.sw() + " " XAGG_BINARY_DIR "/tools/xaggctl cluster --etcd " +
+        endpoint + " --prefix " + prefix + " job create --id 7 --workers 3 --elems " +
+        std::to_string(kElems) + " --partition-chunks 200 2>&1");
+    EXPECT_EQ(created, "cluster job 7 created; `xaggctl cluster show` shows where it is placed\n");
+    // etcd is reached from the bridge's namespace, as the nodes reach it.
+    auto in_etcd = [&](const std::function<void(etcd::Client &)> &fn) {
+        sys::run_in_netns(topo.sw(), [&] {
+            etcd::Client c(endpoint);
+            fn(c);
+        });
+    };
+    auto placement = [&] {
+        json p = json::array();
+        in_etcd([&](etcd::Client &c) {
+            if (auto kv = c.get(prefix + "/placement/7"))
+                p = json::parse(kv->value)["partitions"];
+        });
+        return p;
+    };
+    auto local_elems = [&](const std::string &socket) -> uint64_t {
+        try {
+            json j = control(socket, {{"op", "show_job"}, {"job", 7}});
+            return j["ok"] == true ? j["job"]["gradient_elems"].get<uint64_t>() : 0;
+        } catch (const std::exception &) {
+            return 0;
+        }
+    };
+    for (int i = 0;
+         i < 200 && !(placement().size() == 2 && local_elems(socket_) && local_elems(socket1)); i++)
+        std::this_thread::sleep_for(50ms);
+    ASSERT_EQ(placement(), json::array({"n0", "n1"})) << daemon1->output();
+    // Each holds its half of the 391 blocks, rounded up plus one, and their exponent chunks.
+    EXPECT_EQ(local_elems(socket_), (197 + 4) * XAGG_CHUNK_ELEMS);
+    EXPECT_EQ(local_elems(socket1), (197 + 4) * XAGG_CHUNK_ELEMS);
+
+    std::vector<std::unique_ptr<Process>> procs;
+    for (unsigned r = 0; r < kWorkers; r++)
+        procs.push_back(
+            worker(topo, r, {},
+                   {"--etcd", endpoint, "--etcd-prefix", prefix, "--cluster-job", "7", "--elems",
+                    std::to_string(kElems), "--iterations", std::to_string(kIterations), "--verify",
+                    "--timeout-ms", "10", "--max-retries", "40", "--no-autotune"}));
+    // Both nodes aggregate; then node 1 dies: its daemon is killed and its NIC goes down (the
+    // XDP program would otherwise go on aggregating without it).
+    for (int i = 0; i < 500; i++) {
+        json p = control(socket1, {{"op", "show_job"}, {"job", 7}})["job"]["progress"];
+        if (!p["newest_round"].is_null() && p["newest_round"].get<uint32_t>() >= 20)
+            break;
+        std::this_thread::sleep_for(10ms);
+    }
+    daemon1->signal(SIGKILL);
+    EXPECT_EQ(daemon1->wait(5s), 128 + SIGKILL);
+    ASSERT_EQ(run_command("ip -n " + agg1 + " link set eth0 down && echo ok"), "ok\n");
+
+    // Its lease runs out, node 0 takes both partitions, the workers take the new placement and
+    // every one of their results, before and after, is exact.
+    for (auto &p : procs) {
+        ASSERT_EQ(p->wait(180s), 0) << p->output();
+        json r = last_json_line(p->output());
+        EXPECT_EQ(r["exact"], kElems * kIterations) << r;
+        EXPECT_EQ(r["wrong"], 0) << r;
+        EXPECT_EQ(r["beyond_bound"], 0) << r;
+        EXPECT_NE(p->output().find("waiting for job 7 to be placed again"), std::string::npos)
+            << p->output();
+    }
+    EXPECT_EQ(placement(), json::array({"n0", "n0"}));
+    EXPECT_EQ(local_elems(socket_), (391 + 1 + 7) * XAGG_CHUNK_ELEMS) << daemon0->output();
+    in_etcd([&](etcd::Client &c) {  // n1's registration expired with it
+        EXPECT_EQ(c.range(prefix + "/nodes/").size(), 1u);
+    });
 }
 
 class ImpairedLinks : public ClientIntegration, public ::testing::WithParamInterface<Impairment> {};

@@ -109,6 +109,19 @@ private:
     Kind kind_;
 };
 
+// Where a cluster job is aggregated, as the nodes placed it in etcd (docs/SCHEDULING.md): one
+// Aggregator per node, weighted by its partitions, in the placement's order (the same for every
+// worker). `revision` changes whenever the placement does (a node died, the job changed).
+struct Placement {
+    std::vector<Aggregator> aggregators;
+    int64_t revision = 0;
+};
+// Reads PREFIX/placement/JOB from etcd at `etcd_endpoint` (http://HOST:PORT). A node's Unix
+// control socket is used when it exists here, else its TCP address with `token`. Throws
+// ClientError: unreachable (etcd), invalid (no such job placed yet, or a malformed record).
+Placement resolve_placement(const std::string &etcd_endpoint, uint32_t job,
+                            const std::string &prefix = "/xagg", const std::string &token = "");
+
 namespace client {
 class Engine;
 class Tuner;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "etcd_client.hpp"
+#include "netns.hpp"
 #include "support/process.hpp"
 
 namespace xagg::test {
@@ -46,12 +47,21 @@ public:
         argv.insert(argv.end(), etcd.begin(), etcd.end());
         process_ = std::make_unique<Process>(argv, dir + "/etcd.log");
         for (int i = 0; i < 200; i++) {
-            try {
-                etcd::Client(endpoint_).get("/ping");
+            bool up = false;
+            auto ping = [&] {
+                try {
+                    etcd::Client(endpoint_).get("/ping");
+                    up = true;
+                } catch (const etcd::Error &) {
+                }
+            };
+            if (netns.empty())
+                ping();
+            else
+                sys::run_in_netns(netns, ping);
+            if (up)
                 return;
-            } catch (const etcd::Error &) {
-                std::this_thread::sleep_for(std::chrono::milliseconds(50));
-            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
         }
         throw std::runtime_error("etcd did not start: " + process_->output());
     }

@@ -5,6 +5,7 @@
 // within the documented bound of the float64 sum) or from a file, and reports the rate.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <thread>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -26,6 +27,9 @@ using Clock = std::chrono::steady_clock;
 
 struct Options {
     std::vector<std::string> aggregators;
+    std::string etcd, etcd_prefix = "/xagg", token_file;  // a cluster job, placed through etcd
+    uint32_t cluster_job = 0;
+    unsigned recoveries = 5;
     std::string netns, input, output, dtype = "float";
     uint64_t elems = 1 << 20, seed = 1;
     unsigned iterations = 1;
@@ -145,14 +149,51 @@ Verdict verify_int(const Options &o, unsigned workers, unsigned iteration,
     return v;
 }
 
+// A cluster job's aggregators from etcd. After a failure, waits (up to a minute) for a placement
+// newer than `failed` (the nodes re-place a dead node's partitions once its lease expires), then
+// a moment more for the nodes to resize their local jobs.
+xagg::Placement await_placement(const Options &o, int64_t failed)
+{
+    std::string token;
+    if (!o.token_file.empty())
+        std::getline(std::ifstream(o.token_file), token);
+    auto deadline = Clock::now() + std::chrono::seconds(60);
+    for (;;) {
+        try {
+            xagg::Placement p =
+                xagg::resolve_placement(o.etcd, o.cluster_job, o.etcd_prefix, token);
+            if (p.revision != failed) {
+                if (failed)
+                    std::this_thread::sleep_for(std::chrono::seconds(1));
+                return p;
+            }
+        } catch (const xagg::ClientError &e) {
+            if (Clock::now() > deadline)
+                throw;
+        }
+        if (Clock::now() > deadline)
+            throw xagg::ClientError(
+                xagg::ClientError::Kind::timeout,
+                "job " + std::to_string(o.cluster_job) + " was not placed again within a minute");
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+}
+
 template <typename T>
 int run(Options &o)
 {
     std::string tuned;  // the client's line when tuning ends; in the JSON report with --json
     if (o.json)
         o.client.log = [&tuned](const std::string &line) { tuned = line; };
-    xagg::Client client(o.client);
-    const unsigned workers = client.workers();
+    int64_t revision = 0;
+    if (!o.etcd.empty()) {
+        xagg::Placement p = await_placement(o, 0);
+        o.client.aggregators = p.aggregators;
+        revision = p.revision;
+    }
+    auto client_ptr = std::make_unique<xagg::Client>(o.client);
+    const unsigned workers = client_ptr->workers();
+    unsigned recovered = 0;
     std::vector<T> data(o.elems);
     if (!o.input.empty()) {
         std::ifstream in(o.input, std::ios::binary);
@@ -162,10 +203,11 @@ int run(Options &o)
             throw std::runtime_error(o.input + ": shorter than " + std::to_string(o.elems) +
                                      " values");
     }
-    std::vector<double> times;
+    // Per iteration, so that an iteration done again after a recovery counts once.
+    std::vector<double> times(o.iterations, 0);
+    std::vector<Verdict> verdicts(o.iterations);
     xagg::AllReduceReport total;
-    Verdict verdict;
-    for (unsigned it = 0; it < o.iterations; it++) {
+    for (unsigned it = 0; it < o.iterations;) {
         if (o.input.empty()) {
             if constexpr (std::is_same_v<T, float>)
                 synthesize(o.seed, o.client.rank, it, data);
@@ -173,25 +215,53 @@ int run(Options &o)
                 synthesize(o.seed, o.client.rank, it, data, workers);
         }
         auto start = Clock::now();
-        xagg::AllReduceReport r = client.allreduce(std::span<T>(data));
-        times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+        xagg::AllReduceReport r;
+        try {
+            r = client_ptr->allreduce(std::span<T>(data));
+        } catch (const xagg::ClientError &e) {
+            // A cluster job outlives a node: take the new placement, and start again, with the
+            // others, from the earliest iteration any of us did not finish.
+            if (o.etcd.empty() || recovered++ >= o.recoveries)
+                throw;
+            std::cerr << "xagg-worker: rank " << o.client.rank << ": iteration " << it << ": "
+                      << e.what() << "; waiting for job " << o.cluster_job
+                      << " to be placed again\n";
+            client_ptr.reset();
+            xagg::Placement p = await_placement(
+                o, e.kind() == xagg::ClientError::Kind::job_deleted ? -1 : revision);
+            o.client.aggregators = p.aggregators;
+            revision = p.revision;
+            client_ptr = std::make_unique<xagg::Client>(o.client);
+            std::vector<int32_t> where(o.iterations, 0);
+            where[it] = 1;
+            client_ptr->allreduce(std::span<int32_t>(where));
+            it = static_cast<unsigned>(
+                std::find_if(where.begin(), where.end(), [](int32_t v) { return v != 0; }) -
+                where.begin());
+            continue;
+        }
+        times[it] = std::chrono::duration<double>(Clock::now() - start).count();
         total.chunks += r.chunks;
         total.retransmits += r.retransmits;
         total.fallback_chunks += r.fallback_chunks;
         total.nonfinite_blocks += r.nonfinite_blocks;
         total.partial_chunks += r.partial_chunks;
         if (o.verify && o.input.empty()) {
-            Verdict v;
             if constexpr (std::is_same_v<T, float>)
-                v = verify_float(o, workers, it, data);
+                verdicts[it] = verify_float(o, workers, it, data);
             else
-                v = verify_int(o, workers, it, data);
-            verdict.exact += v.exact;
-            verdict.wrong += v.wrong;
-            verdict.beyond_bound += v.beyond_bound;
-            verdict.worst = std::max(verdict.worst, v.worst);
+                verdicts[it] = verify_int(o, workers, it, data);
         }
+        it++;
     }
+    Verdict verdict;
+    for (const Verdict &v : verdicts) {
+        verdict.exact += v.exact;
+        verdict.wrong += v.wrong;
+        verdict.beyond_bound += v.beyond_bound;
+        verdict.worst = std::max(verdict.worst, v.worst);
+    }
+    xagg::Client &client = *client_ptr;
     if (!o.output.empty())
         std::ofstream(o.output, std::ios::binary)
             .write(reinterpret_cast<const char *>(data.data()),
@@ -262,10 +332,19 @@ int main(int argc, char **argv)
 {
     Options o;
     CLI::App app("xagg-worker: one worker of an xagg job, through the client library");
-    app.add_option("--aggregator", o.aggregators,
-                   "address=IPV4,job=ID[,socket=PATH][,host=HOST:PORT][,token-file=F]"
-                   "[,weight=W]; repeat to split tensors across aggregators")
-        ->required();
+    auto *agg = app.add_option("--aggregator", o.aggregators,
+                               "address=IPV4,job=ID[,socket=PATH][,host=HOST:PORT][,token-file=F]"
+                               "[,weight=W]; repeat to split tensors across aggregators");
+    auto *etcd = app.add_option("--etcd", o.etcd,
+                                "http://HOST:PORT of etcd: the aggregators are the placement of "
+                                "--cluster-job, and a node that dies is replaced");
+    etcd->excludes(agg);
+    app.add_option("--cluster-job", o.cluster_job, "The cluster job (with --etcd)")->needs(etcd);
+    app.add_option("--etcd-prefix", o.etcd_prefix, "The cluster's key prefix in etcd")
+        ->capture_default_str();
+    app.add_option("--token-file", o.token_file, "Token for nodes reached over TCP (with --etcd)");
+    app.add_option("--recoveries", o.recoveries, "Placements taken again at most (with --etcd)")
+        ->capture_default_str();
     app.add_option("--rank", o.client.rank, "This worker's rank")->required();
     app.add_option("--local", o.client.local_address, "IPv4 address this worker sends from")
         ->required();
@@ -300,6 +379,10 @@ int main(int argc, char **argv)
         ->capture_default_str();
     app.add_flag("--json", o.json, "Print the report as JSON");
     CLI11_PARSE(app, argc, argv);
+    if (o.aggregators.empty() && (o.etcd.empty() || !o.cluster_job)) {
+        std::cerr << "xagg-worker: give --aggregator, or --etcd with --cluster-job\n";
+        return 1;
+    }
     try {
         for (const auto &spec : o.aggregators)
             o.client.aggregators.push_back(parse_aggregator(spec));

@@ -11,8 +11,10 @@
 #include "completion.hpp"
 #include "exit_codes.hpp"
 #include "config.hpp"
+#include "etcd_client.hpp"
 #include "render.hpp"
 #include "stats.hpp"
+#include "xagg/proto.h"
 #include "xagg/release.h"
 
 namespace xagg::ctl {
@@ -296,6 +298,126 @@ void add_config(CLI::App &app, Cli &cli)
     });
 }
 
+// Cluster jobs live in etcd, not in one daemon: these verbs talk to etcd directly, and every
+// node's agent does the rest (docs/SCHEDULING.md).
+void add_cluster(CLI::App &app, Cli &cli)
+{
+    auto *cluster = app.add_subcommand(
+        "cluster", "Cluster jobs served by several xaggd nodes through etcd: show, create, delete");
+    cluster->require_subcommand(1);
+    auto &a = cli.args.cluster;
+    cluster->add_option("--etcd", a.etcd, "http://HOST:PORT of the cluster's etcd")
+        ->envname("XAGG_ETCD")
+        ->required();
+    cluster->add_option("--prefix", a.prefix, "The cluster's key prefix")->capture_default_str();
+    auto etcd_call = [&a](const std::function<json(etcd::Client &)> &fn) {
+        try {
+            etcd::Client c(a.etcd);
+            return fn(c);
+        } catch (const etcd::Error &e) {
+            throw control::ControlError(control::Failure::unreachable,
+                                        std::string(e.what()) + " (is etcd running there?)");
+        }
+    };
+    auto *show = cluster->add_subcommand("show", "The live nodes, the jobs and their placement");
+    show->callback([&cli, &a, etcd_call] {
+        cli.action = [&cli, &a, etcd_call] {
+            json r = etcd_call([&a](etcd::Client &c) {
+                json out = {{"nodes", json::array()}, {"jobs", json::array()}};
+                for (const auto &kv : c.range(a.prefix + "/nodes/"))
+                    out["nodes"].push_back(json::parse(kv.value));
+                std::map<std::string, json> placed;
+                for (const auto &kv : c.range(a.prefix + "/placement/"))
+                    placed[kv.key.substr(a.prefix.size() + 11)] = json::parse(kv.value);
+                for (const auto &kv : c.range(a.prefix + "/jobs/")) {
+                    std::string id = kv.key.substr(a.prefix.size() + 6);
+                    json j = json::parse(kv.value);
+                    j["id"] = std::stoul(id);
+                    j["partitions"] = placed.count(id) ? placed[id]["partitions"] : json::array();
+                    out["jobs"].push_back(j);
+                }
+                return out;
+            });
+            return print(cli.globals, r, [&] {
+                std::string out = "NODE            ADDRESS          CAPACITY_CHUNKS\n";
+                for (const json &n : r["nodes"]) {
+                    char line[160];
+                    std::snprintf(
+                        line, sizeof(line), "%-15s %-16s %llu\n",
+                        n["name"].get<std::string>().c_str(),
+                        n["address"].get<std::string>().c_str(),
+                        static_cast<unsigned long long>(n["capacity_chunks"].get<uint64_t>()));
+                    out += line;
+                }
+                out += "\nJOB  WORKERS  ELEMS        PLACEMENT (node of each partition)\n";
+                for (const json &j : r["jobs"]) {
+                    char line[96];
+                    std::snprintf(
+                        line, sizeof(line), "%-4u %-8u %-12llu ", j["id"].get<unsigned>(),
+                        j["workers"].get<unsigned>(),
+                        static_cast<unsigned long long>(j["gradient_elems"].get<uint64_t>()));
+                    std::string nodes;
+                    for (const json &p : j["partitions"])
+                        nodes += (nodes.empty() ? "" : " ") + p.get<std::string>();
+                    out += line + (nodes.empty() ? std::string("(not placed yet)") : nodes) + "\n";
+                }
+                return out;
+            });
+        };
+    });
+    auto *job = cluster->add_subcommand("job", "Create or delete a cluster job");
+    job->require_subcommand(1);
+    auto *create = job->add_subcommand(
+        "create", "Create a cluster job: the nodes place its partitions and hold their shares");
+    create->add_option("--id", a.id, "Job id, 1-65535")->required()->check(CLI::Range(1, 65535));
+    create->add_option("--workers", a.workers, "Workers (1-64)")
+        ->required()
+        ->check(CLI::Range(1, XAGG_MAX_WORKERS));
+    create->add_option("--elems", a.elems, "Gradient size in values")
+        ->required()
+        ->check(CLI::PositiveNumber);
+    create
+        ->add_option("--partition-chunks", a.partition_chunks,
+                     "Chunks per partition: the unit placed on one node")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    create->footer(
+        "Example: xaggctl cluster --etcd http://10.0.0.2:2379 job create --id 7 "
+        "--workers 8 --elems 110000000");
+    create->callback([&cli, &a, etcd_call] {
+        cli.action = [&cli, &a, etcd_call] {
+            json spec = {{"workers", a.workers},
+                         {"gradient_elems", a.elems},
+                         {"partition_chunks", a.partition_chunks}};
+            bool created = etcd_call([&](etcd::Client &c) {
+                return json(
+                    c.put_if_revision(a.prefix + "/jobs/" + std::to_string(a.id), spec.dump(), 0));
+            });
+            if (!created) {
+                std::cerr << "xaggctl: cluster job " << a.id << " exists\n";
+                return static_cast<int>(kRefused);
+            }
+            spec["id"] = a.id;
+            return print(cli.globals, spec, [&] {
+                return "cluster job " + std::to_string(a.id) +
+                       " created; `xaggctl cluster show` shows where it is placed\n";
+            });
+        };
+    });
+    auto *del = job->add_subcommand("delete", "Delete a cluster job: every node drops its share");
+    del->add_option("ID", a.id, "Job id")->required();
+    del->callback([&cli, &a, etcd_call] {
+        cli.action = [&cli, &a, etcd_call] {
+            etcd_call([&](etcd::Client &c) {
+                c.erase(a.prefix + "/jobs/" + std::to_string(a.id));
+                return json();
+            });
+            return print(cli.globals, {{"deleted", a.id}},
+                         [&] { return "cluster job " + std::to_string(a.id) + " deleted\n"; });
+        };
+    });
+}
+
 void add_version(CLI::App &app, Cli &cli)
 {
     auto *cmd =
@@ -370,6 +492,7 @@ std::unique_ptr<Cli> make_cli()
     add_worker(app, *cli);
     add_stats(app, *cli);
     add_config(app, *cli);
+    add_cluster(app, *cli);
     add_version(app, *cli);
     add_completion(app, *cli);
     return cli;

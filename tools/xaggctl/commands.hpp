@@ -40,6 +40,11 @@ struct Args {
         unsigned count = 0;
         bool all = false;
     } stats;
+    struct {
+        std::string etcd, prefix = "/xagg";
+        uint32_t id = 0, workers = 0;
+        uint64_t elems = 0, partition_chunks = 16384;
+    } cluster;
     std::string file;   // config check
     std::string shell;  // completion
 };

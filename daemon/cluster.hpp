@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: MIT
+// Several aggregator nodes as one service, through etcd (docs/SCHEDULING.md, "Several nodes").
+//
+//   PREFIX/nodes/NAME      a live node: its addresses, memory and rate; under the node's lease,
+//                          so it vanishes within the lease's TTL when the node dies
+//   PREFIX/jobs/ID         a cluster job: workers, gradient size, partition size (operators)
+//   PREFIX/placement/ID    where each partition of the job is aggregated, and the nodes' addresses
+//                          (what workers read to know their aggregators)
+//
+// Every xaggd with `etcd_endpoint` set runs a ClusterAgent: it registers its node under a lease
+// and keeps it alive; it (re)places jobs whose placement is missing, names a node that is gone, or
+// is older than the job's spec, writing with a compare-and-put on the placement's revision, so
+// that when several nodes try at once etcd lets exactly one win; and it creates, resizes and
+// deletes the local jobs that its placements say it holds, through its own control API. The
+// placement itself is the pure core of placement.hpp; consensus is etcd's.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace xagg::daemon {
+
+struct ClusterNode {
+    std::string name, address;  // address: the IPv4 workers send chunks to
+    uint16_t port = 0;          // the xagg UDP port
+    std::string control_socket, control_tcp_address;
+    uint64_t capacity_chunks = 0;
+    double rate = 1;  // contributions/s it aggregates: placement's speed of the node
+};
+
+struct ClusterJob {
+    uint32_t id = 0;
+    uint32_t workers = 0;
+    uint64_t gradient_elems = 0;
+    uint64_t partition_chunks = 16384;
+    int64_t revision = 0;  // of its spec in etcd
+};
+
+struct ClusterPlacement {
+    uint32_t job = 0;
+    int64_t job_revision = 0;             // the spec it was computed for
+    std::vector<std::string> partitions;  // the node of each partition
+};
+
+// Parsing and rendering of the values under PREFIX/; parse_* throw std::invalid_argument.
+nlohmann::json to_json(const ClusterNode &n);
+ClusterNode parse_node(const std::string &value);
+nlohmann::json to_json(const ClusterJob &j);
+ClusterJob parse_job(uint32_t id, const std::string &value);
+// A placement as workers read it: the partitions' nodes, and each node used with its share.
+nlohmann::json to_json(const ClusterPlacement &p, const std::vector<ClusterNode> &nodes);
+ClusterPlacement parse_placement(const std::string &value);
+
+uint64_t job_chunks(const ClusterJob &job);
+
+// The placement `job` should have: partitions already on live nodes stay there (moving them
+// would cost a round of all its workers); the others (all of a new job's, a dead node's) are
+// placed by sched::place over the live nodes, given the memory and load `others` already put
+// on them. Returns nullopt when `current` needs no change; empty partitions when no node lives.
+std::optional<ClusterPlacement> replace(const ClusterJob &job,
+                                        const std::optional<ClusterPlacement> &current,
+                                        const std::vector<ClusterNode> &live,
+                                        const std::vector<ClusterPlacement> &others,
+                                        const std::vector<ClusterJob> &jobs);
+
+// What node `me` must hold of `p` as a local job: its gradient_elems (0: nothing).
+uint64_t local_share(const ClusterJob &job, const ClusterPlacement &p, const std::string &me);
+
+struct ClusterConfig {
+    std::string etcd_endpoint;
+    std::string prefix = "/xagg";
+    int lease_ttl = 5;  // seconds
+    ClusterNode self;
+    std::string own_control_socket;  // the agent changes local jobs through it
+};
+
+class ClusterAgent {
+public:
+    explicit ClusterAgent(ClusterConfig config);
+    ~ClusterAgent();  // stops, and revokes the lease so that the node is gone at once
+    void start();     // a thread: step() every 300 ms
+    // One pass: keep the registration, place, reconcile. Throws on etcd or API failures.
+    void step();
+
+private:
+    void register_node();
+    void reconcile(const std::vector<ClusterJob> &jobs,
+                   const std::map<uint32_t, ClusterPlacement> &placements);
+
+    ClusterConfig config_;
+    int64_t lease_ = 0;
+    std::set<uint32_t> managed_;  // local jobs this agent created
+    std::atomic<bool> stop_{false};
+    std::thread thread_;
+    std::string last_error_;
+};
+
+}  // namespace xagg::daemon
