@@ -527,8 +527,13 @@ private:
             spdlog::info("SIGHUP: log_level is now {}", fresh.log_level);
         }
         if (fresh.interface != config_.interface || fresh.port != config_.port ||
-            fresh.max_chunks != config_.max_chunks || fresh.xdp_mode != config_.xdp_mode)
-            spdlog::warn("SIGHUP: interface, port, xdp_mode and max_chunks take a restart");
+            fresh.max_chunks != config_.max_chunks || fresh.xdp_mode != config_.xdp_mode ||
+            fresh.memory_policy != config_.memory_policy ||
+            fresh.etcd_endpoint != config_.etcd_endpoint || fresh.node_name != config_.node_name ||
+            fresh.advertise_address != config_.advertise_address)
+            spdlog::warn(
+                "SIGHUP: interface, port, xdp_mode, max_chunks, memory_policy and the "
+                "etcd keys take a restart");
     }
 
     void accept_clients(int lfd, bool remote)
