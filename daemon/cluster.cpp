@@ -306,6 +306,7 @@ void ClusterAgent::reconcile(const std::vector<ClusterJob> &jobs,
 {
     control::Endpoint endpoint;
     endpoint.socket_path = config_.own_control_socket;
+    endpoint.timeout = std::chrono::milliseconds(2000);  // a daemon stopping answers no more
     control::ControlClient api(endpoint);
     std::map<uint32_t, json> local;
     const json listed = api.call({{"op", "list_jobs"}});  // outlives the loop over its jobs
