@@ -11,6 +11,7 @@
 #include "control_client.hpp"
 #include "engine.hpp"
 #include "etcd_client.hpp"
+#include "xagg/cluster_keys.hpp"
 #include "mtu.hpp"
 #include "tuner.hpp"
 #include "xagg/client.hpp"
@@ -223,14 +224,14 @@ Placement resolve_placement(const std::string &etcd_endpoint, uint32_t job,
 {
     std::optional<etcd::KeyValue> kv;
     try {
-        kv = etcd::Client(etcd_endpoint).get(prefix + "/placement/" + std::to_string(job));
+        kv = etcd::Client(etcd_endpoint).get(cluster_keys::placement(prefix, job));
     } catch (const etcd::Error &e) {
         throw ClientError(ClientError::Kind::unreachable, e.what());
     }
     if (!kv)
         throw ClientError(ClientError::Kind::invalid,
                           "job " + std::to_string(job) + " has no placement in etcd at " +
-                              etcd_endpoint + " (under " + prefix + "/placement/)");
+                              etcd_endpoint + " (under " + cluster_keys::placements(prefix) + ")");
     Placement p;
     p.revision = kv->mod_revision;
     try {

@@ -103,8 +103,7 @@ std::shared_ptr<Op> Engine::submit(float *floats, int32_t *ints, size_t n, int p
         sub.first_block = first;
         sub.blocks = end - first;
         if (floats) {
-            sub.exponent_chunks = static_cast<uint32_t>((sub.blocks + kBlocksPerExponentChunk - 1) /
-                                                        kBlocksPerExponentChunk);
+            sub.exponent_chunks = static_cast<uint32_t>(wire::exponent_chunks(sub.blocks));
             sub.scans.resize(sub.blocks);
             sub.scales.resize(sub.blocks);
             for (size_t b = 0; b < sub.blocks; b++) {

@@ -40,9 +40,9 @@
 
 namespace xagg::client {
 
-inline constexpr int kExponentGroups = 12;
+inline constexpr int kExponentGroups = XAGG_EXPONENT_GROUPS;
 inline constexpr int kLevelsPerGroup = 24;
-inline constexpr int kBlocksPerExponentChunk = XAGG_CHUNK_ELEMS / kExponentGroups;  // 64
+inline constexpr int kBlocksPerExponentChunk = XAGG_BLOCKS_PER_EXPONENT_CHUNK;  // 64
 inline constexpr int kMinFrexpExponent = -148;  // the smallest denormal is 2^-149 = 0.5 * 2^-148
 inline constexpr uint32_t kNonFiniteBit = 1u << 23;  // in the last group
 

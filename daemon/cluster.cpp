@@ -10,14 +10,14 @@
 #include "control_client.hpp"
 #include "etcd_client.hpp"
 #include "placement.hpp"
+#include "xagg/cluster_keys.hpp"
 #include "xagg/proto.h"
+#include "xagg/wire.hpp"
 
 namespace xagg::daemon {
 namespace {
 
 using nlohmann::json;
-
-constexpr uint64_t kBlocksPerExponentChunk = XAGG_CHUNK_ELEMS / 12;  // client/quantize.hpp
 
 json parse(const std::string &value, const std::string &what)
 {
@@ -123,7 +123,7 @@ ClusterPlacement parse_placement(const std::string &value)
 uint64_t job_chunks(const ClusterJob &job)
 {
     uint64_t blocks = (job.gradient_elems + XAGG_CHUNK_ELEMS - 1) / XAGG_CHUNK_ELEMS;
-    return blocks + (blocks + kBlocksPerExponentChunk - 1) / kBlocksPerExponentChunk;
+    return blocks + wire::exponent_chunks(blocks);
 }
 
 std::optional<ClusterPlacement> replace(const ClusterJob &job,
@@ -189,11 +189,13 @@ uint64_t local_share(const ClusterJob &job, const ClusterPlacement &p, const std
     // its share of the largest tensor, one block rounded up, and its exponent chunks.
     uint64_t blocks = (job.gradient_elems + XAGG_CHUNK_ELEMS - 1) / XAGG_CHUNK_ELEMS;
     uint64_t mine = (blocks * k + p.partitions.size() - 1) / p.partitions.size() + 1;
-    return (mine + (mine + kBlocksPerExponentChunk - 1) / kBlocksPerExponentChunk) *
-           XAGG_CHUNK_ELEMS;
+    return (mine + wire::exponent_chunks(mine)) * XAGG_CHUNK_ELEMS;
 }
 
-ClusterAgent::ClusterAgent(ClusterConfig config) : config_(std::move(config)) {}
+ClusterAgent::ClusterAgent(ClusterConfig config)
+    : config_(std::move(config)), etcd_(std::make_unique<etcd::Client>(config_.etcd_endpoint))
+{
+}
 
 ClusterAgent::~ClusterAgent()
 {
@@ -202,7 +204,7 @@ ClusterAgent::~ClusterAgent()
         thread_.join();
     if (lease_) {
         try {
-            etcd::Client(config_.etcd_endpoint).revoke(lease_);
+            etcd_->revoke(lease_);
         } catch (const std::exception &e) {
             spdlog::warn("cluster: leaving etcd: {}", e.what());
         }
@@ -231,13 +233,13 @@ void ClusterAgent::start()
 
 void ClusterAgent::register_node()
 {
-    etcd::Client etcd(config_.etcd_endpoint);
-    if (lease_ && etcd.keepalive(lease_))
+    if (lease_ && etcd_->keepalive(lease_))
         return;
     if (lease_)
         spdlog::warn("cluster: this node's lease expired; registering again");
-    lease_ = etcd.grant(config_.lease_ttl);
-    etcd.put(config_.prefix + "/nodes/" + config_.self.name, to_json(config_.self).dump(), lease_);
+    lease_ = etcd_->grant(config_.lease_ttl);
+    etcd_->put(cluster_keys::node(config_.prefix, config_.self.name), to_json(config_.self).dump(),
+               lease_);
     spdlog::info("cluster: node {} registered in etcd at {} (lease {} s)", config_.self.name,
                  config_.etcd_endpoint, config_.lease_ttl);
 }
@@ -245,10 +247,10 @@ void ClusterAgent::register_node()
 void ClusterAgent::step()
 {
     register_node();
-    etcd::Client etcd(config_.etcd_endpoint);
+    etcd::Client &etcd = *etcd_;
     const std::string &pre = config_.prefix;
     std::vector<ClusterNode> live;
-    for (const etcd::KeyValue &kv : etcd.range(pre + "/nodes/")) {
+    for (const etcd::KeyValue &kv : etcd.range(cluster_keys::nodes(pre))) {
         try {
             live.push_back(parse_node(kv.value));
         } catch (const std::invalid_argument &e) {
@@ -256,10 +258,12 @@ void ClusterAgent::step()
         }
     }
     std::vector<ClusterJob> jobs;
-    for (const etcd::KeyValue &kv : etcd.range(pre + "/jobs/")) {
+    for (const etcd::KeyValue &kv : etcd.range(cluster_keys::jobs(pre))) {
         try {
-            ClusterJob j = parse_job(
-                static_cast<uint32_t>(std::stoul(kv.key.substr(pre.size() + 6))), kv.value);
+            std::optional<uint32_t> id = cluster_keys::id_in(cluster_keys::jobs(pre), kv.key);
+            if (!id)
+                throw std::invalid_argument("not a job id");
+            ClusterJob j = parse_job(*id, kv.value);
             j.revision = kv.mod_revision;
             jobs.push_back(j);
         } catch (const std::exception &e) {
@@ -268,7 +272,7 @@ void ClusterAgent::step()
     }
     std::map<uint32_t, ClusterPlacement> placements;
     std::map<uint32_t, int64_t> revisions;
-    for (const etcd::KeyValue &kv : etcd.range(pre + "/placement/")) {
+    for (const etcd::KeyValue &kv : etcd.range(cluster_keys::placements(pre))) {
         try {
             ClusterPlacement p = parse_placement(kv.value);
             placements[p.job] = p;
@@ -286,8 +290,7 @@ void ClusterAgent::step()
         auto next = replace(job, current, live, others, jobs);
         if (!next)
             continue;
-        const std::string key = pre + "/placement/" + std::to_string(job.id);
-        if (etcd.put_if_revision(key, to_json(*next, live).dump(),
+        if (etcd.put_if_revision(cluster_keys::placement(pre, job.id), to_json(*next, live).dump(),
                                  current ? revisions[job.id] : 0)) {
             spdlog::info("cluster: job {} placed: {}", job.id, json(next->partitions).dump());
             placements[job.id] = *next;
@@ -297,7 +300,7 @@ void ClusterAgent::step()
     }
     for (const auto &[id, p] : placements)
         if (std::none_of(jobs.begin(), jobs.end(), [&](const ClusterJob &j) { return j.id == id; }))
-            etcd.erase(pre + "/placement/" + std::to_string(id));
+            etcd.erase(cluster_keys::placement(pre, id));
     reconcile(jobs, placements);
 }
 

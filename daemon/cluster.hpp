@@ -1,11 +1,9 @@
 // SPDX-License-Identifier: MIT
 // Several aggregator nodes as one service, through etcd (docs/SCHEDULING.md, "Several nodes").
 //
-//   PREFIX/nodes/NAME      a live node: its addresses, memory and rate; under the node's lease,
-//                          so it vanishes within the lease's TTL when the node dies
-//   PREFIX/jobs/ID         a cluster job: workers, gradient size, partition size (operators)
-//   PREFIX/placement/ID    where each partition of the job is aggregated, and the nodes' addresses
-//                          (what workers read to know their aggregators)
+// The keys are include/xagg/cluster_keys.hpp's: a node's record under its lease (so it vanishes
+// within the lease's TTL when the node dies), the operators' job specs, and the placements
+// (where each partition of a job is aggregated, with the nodes' addresses: what workers read).
 //
 // Every xaggd with `etcd_endpoint` set runs a ClusterAgent: it registers its node under a lease
 // and keeps it alive; it (re)places jobs whose placement is missing, names a node that is gone, or
@@ -18,12 +16,17 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
+
+namespace xagg::etcd {
+class Client;
+}
 
 namespace xagg::daemon {
 
@@ -95,6 +98,7 @@ private:
                    const std::map<uint32_t, ClusterPlacement> &placements);
 
     ClusterConfig config_;
+    std::unique_ptr<etcd::Client> etcd_;  // the agent thread's; the destructor's once it ended
     int64_t lease_ = 0;
     std::set<uint32_t> managed_;  // local jobs this agent created
     std::atomic<bool> stop_{false};

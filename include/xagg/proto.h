@@ -47,6 +47,15 @@
 #define XAGG_CHUNK_ELEMS 768
 #define XAGG_CHUNK_BYTES (XAGG_CHUNK_ELEMS * 4)
 
+/*
+ * A float all-reduce first agrees on its blocks' exponents: each block (chunk of values) takes
+ * XAGG_EXPONENT_GROUPS int32 of an "exponent chunk" (docs/CLIENT.md), which therefore serves
+ * XAGG_BLOCKS_PER_EXPONENT_CHUNK blocks. Workers send those chunks like any other, so whoever
+ * sizes a job's slots (the daemon's cluster agent) counts them too.
+ */
+#define XAGG_EXPONENT_GROUPS 12
+#define XAGG_BLOCKS_PER_EXPONENT_CHUNK (XAGG_CHUNK_ELEMS / XAGG_EXPONENT_GROUPS)
+
 /* Ranks are bits of a 64-bit contributor bitmap. */
 #define XAGG_MAX_WORKERS 64
 

@@ -29,6 +29,12 @@ struct Header {
 };
 
 inline constexpr size_t kHeaderBytes = sizeof(xagg_hdr);
+
+// Exponent chunks a float all-reduce of `blocks` blocks sends before its values.
+inline constexpr uint64_t exponent_chunks(uint64_t blocks)
+{
+    return (blocks + XAGG_BLOCKS_PER_EXPONENT_CHUNK - 1) / XAGG_BLOCKS_PER_EXPONENT_CHUNK;
+}
 inline constexpr size_t kDatagramBytes = kHeaderBytes + XAGG_CHUNK_BYTES;
 
 // Writes header and values into `out` (at least kHeaderBytes + 4 * values.size() bytes).

@@ -34,6 +34,12 @@ std::string prefix_end(std::string prefix)
     return std::string(1, '\0');  // every key
 }
 
+KeyValue key_value(const json &kv)
+{
+    return {base64_decode(kv.value("key", "")), base64_decode(kv.value("value", "")),
+            int64_field(kv, "mod_revision"), int64_field(kv, "lease")};
+}
+
 }  // namespace
 
 std::string base64_encode(const std::string &in)
@@ -147,9 +153,7 @@ std::optional<KeyValue> Client::get(const std::string &key)
     json r = json::parse(call("/v3/kv/range", json{{"key", base64_encode(key)}}.dump()));
     if (!r.contains("kvs") || r["kvs"].empty())
         return std::nullopt;
-    const json &kv = r["kvs"][0];
-    return KeyValue{key, base64_decode(kv.value("value", "")), int64_field(kv, "mod_revision"),
-                    int64_field(kv, "lease")};
+    return key_value(r["kvs"][0]);
 }
 
 std::vector<KeyValue> Client::range(const std::string &prefix)
@@ -159,8 +163,7 @@ std::vector<KeyValue> Client::range(const std::string &prefix)
                                                   .dump()));
     std::vector<KeyValue> out;
     for (const json &kv : r.value("kvs", json::array()))
-        out.push_back({base64_decode(kv.value("key", "")), base64_decode(kv.value("value", "")),
-                       int64_field(kv, "mod_revision"), int64_field(kv, "lease")});
+        out.push_back(key_value(kv));
     return out;
 }
 

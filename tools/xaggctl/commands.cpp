@@ -13,6 +13,7 @@
 #include "config.hpp"
 #include "etcd_client.hpp"
 #include "render.hpp"
+#include "xagg/cluster_keys.hpp"
 #include "stats.hpp"
 #include "xagg/proto.h"
 #include "xagg/release.h"
@@ -324,16 +325,19 @@ void add_cluster(CLI::App &app, Cli &cli)
         cli.action = [&cli, &a, etcd_call] {
             json r = etcd_call([&a](etcd::Client &c) {
                 json out = {{"nodes", json::array()}, {"jobs", json::array()}};
-                for (const auto &kv : c.range(a.prefix + "/nodes/"))
+                for (const auto &kv : c.range(cluster_keys::nodes(a.prefix)))
                     out["nodes"].push_back(json::parse(kv.value));
-                std::map<std::string, json> placed;
-                for (const auto &kv : c.range(a.prefix + "/placement/"))
-                    placed[kv.key.substr(a.prefix.size() + 11)] = json::parse(kv.value);
-                for (const auto &kv : c.range(a.prefix + "/jobs/")) {
-                    std::string id = kv.key.substr(a.prefix.size() + 6);
+                std::map<uint32_t, json> placed;
+                for (const auto &kv : c.range(cluster_keys::placements(a.prefix)))
+                    if (auto id = cluster_keys::id_in(cluster_keys::placements(a.prefix), kv.key))
+                        placed[*id] = json::parse(kv.value);
+                for (const auto &kv : c.range(cluster_keys::jobs(a.prefix))) {
+                    auto id = cluster_keys::id_in(cluster_keys::jobs(a.prefix), kv.key);
+                    if (!id)
+                        continue;
                     json j = json::parse(kv.value);
-                    j["id"] = std::stoul(id);
-                    j["partitions"] = placed.count(id) ? placed[id]["partitions"] : json::array();
+                    j["id"] = *id;
+                    j["partitions"] = placed.count(*id) ? placed[*id]["partitions"] : json::array();
                     out["jobs"].push_back(j);
                 }
                 return out;
@@ -390,8 +394,7 @@ void add_cluster(CLI::App &app, Cli &cli)
                          {"gradient_elems", a.elems},
                          {"partition_chunks", a.partition_chunks}};
             bool created = etcd_call([&](etcd::Client &c) {
-                return json(
-                    c.put_if_revision(a.prefix + "/jobs/" + std::to_string(a.id), spec.dump(), 0));
+                return json(c.put_if_revision(cluster_keys::job(a.prefix, a.id), spec.dump(), 0));
             });
             if (!created) {
                 std::cerr << "xaggctl: cluster job " << a.id << " exists\n";
@@ -409,7 +412,7 @@ void add_cluster(CLI::App &app, Cli &cli)
     del->callback([&cli, &a, etcd_call] {
         cli.action = [&cli, &a, etcd_call] {
             etcd_call([&](etcd::Client &c) {
-                c.erase(a.prefix + "/jobs/" + std::to_string(a.id));
+                c.erase(cluster_keys::job(a.prefix, a.id));
                 return json();
             });
             return print(cli.globals, {{"deleted", a.id}},
