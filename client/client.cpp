@@ -99,6 +99,8 @@ Client::Client(const ClientOptions &options)
         throw ClientError(ClientError::Kind::invalid, "no aggregator given");
     if (options.window == 0 || options.partition_chunks == 0)
         throw ClientError(ClientError::Kind::invalid, "window and partition_chunks must be > 0");
+    if (options.autotune && (options.tune_calls == 0 || options.tune_trials == 0))
+        throw ClientError(ClientError::Kind::invalid, "tune_calls and tune_trials must be > 0");
     in_addr local = ipv4(options.local_address, "local address");
     // The socket never fragments (the fast path sees frames, not datagrams), so too small an MTU
     // would make every send fail and every all-reduce time out: better said once, up front.
@@ -112,12 +114,9 @@ Client::Client(const ClientOptions &options)
             throw ClientError(ClientError::Kind::invalid,
                               "the jobs' group ports differ; a worker receives on one port");
     }
-    aggregators_ = options.aggregators;
     options_ = options;
     engine_ = std::make_unique<client::Engine>(options, endpoints, local);
     if (options.autotune) {
-        if (options.tune_calls == 0 || options.tune_trials == 0)
-            throw ClientError(ClientError::Kind::invalid, "tune_calls and tune_trials must be > 0");
         client::TuneSpace space;
         space.trials = options.tune_trials;
         space.max_partition = client::Engine::kMaxPartition;
@@ -126,7 +125,6 @@ Client::Client(const ClientOptions &options)
         // The search runs on the grid; start on its point nearest the given values.
         client::TuneSetting start = tuner_->current();
         engine_->set_tuning(start.window, start.partition_chunks);
-        tuning_.enabled = true;
     }
     // When the engine gives up, the daemon says why: evicted, job gone, or not answering.
     auto aggregators = options.aggregators;
@@ -180,7 +178,7 @@ void Client::rendezvous()
 {
     std::call_once(rendezvous_, [this] {
         auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-        for (const Aggregator &a : aggregators_) {
+        for (const Aggregator &a : options_.aggregators) {
             for (;;) {
                 size_t joined = 0, expected = 0;
                 try {
@@ -268,9 +266,21 @@ unsigned Client::workers() const
 Tuning Client::tuning() const
 {
     std::lock_guard g(tune_lock_);
-    Tuning t = tuning_;
+    return tuning_locked();
+}
+
+Tuning Client::tuning_locked() const
+{
+    Tuning t;
     t.window = engine_->window();
     t.partition_chunks = engine_->partition_chunks();
+    if (tuner_) {
+        t.enabled = true;
+        t.done = tuner_->done();
+        t.trials = tuner_->trials();
+        t.best_call_seconds = t.done ? tuner_->best().second : 0;
+        t.start_call_seconds = start_call_seconds_;
+    }
     return t;
 }
 
@@ -296,21 +306,18 @@ void Client::tune_point()
         AllReduce(engine_->submit(nullptr, micros.data(), 1, std::numeric_limits<int>::max()))
             .wait();
     double mean = double(micros[0]) / std::max(r.contributors, 1u) / 1e6 / options_.tune_calls;
-    const bool first = tuning_.trials == 0;
+    if (tuner_->trials() == 0)
+        start_call_seconds_ = mean;
     tuner_->record(mean);
-    tuning_.trials = tuner_->trials();
-    if (first)
-        tuning_.start_call_seconds = mean;
     client::TuneSetting next = tuner_->current();
     engine_->set_tuning(next.window, next.partition_chunks);
     if (tuner_->done()) {
-        tuning_.done = true;
-        tuning_.best_call_seconds = tuner_->best().second;
-        std::string line = "xagg: tuned after " + std::to_string(tuning_.trials) +
-                           " trials: window " + std::to_string(next.window) +
-                           ", partition_chunks " + std::to_string(next.partition_chunks) + " (" +
-                           std::to_string(tuning_.best_call_seconds * 1e3) + " ms a call; " +
-                           std::to_string(tuning_.start_call_seconds * 1e3) +
+        const Tuning t = tuning_locked();
+        std::string line = "xagg: tuned after " + std::to_string(t.trials) + " trials: window " +
+                           std::to_string(t.window) + ", partition_chunks " +
+                           std::to_string(t.partition_chunks) + " (" +
+                           std::to_string(t.best_call_seconds * 1e3) + " ms a call; " +
+                           std::to_string(t.start_call_seconds * 1e3) +
                            " ms with the starting window " + std::to_string(options_.window) +
                            ", partition_chunks " + std::to_string(options_.partition_chunks) + ")";
         if (options_.log)

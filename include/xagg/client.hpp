@@ -170,8 +170,8 @@ private:
     void rendezvous();
     // Before each call: ends a tuning trial every tune_calls calls (see ClientOptions).
     void tune_point();
+    Tuning tuning_locked() const;  // under tune_lock_
 
-    std::vector<Aggregator> aggregators_;
     std::once_flag rendezvous_;
     std::unique_ptr<client::Engine> engine_;
     ClientOptions options_;
@@ -179,7 +179,7 @@ private:
     std::unique_ptr<client::Tuner> tuner_;  // null when autotune is off
     uint64_t calls_ = 0;
     std::chrono::steady_clock::time_point trial_started_;
-    Tuning tuning_;
+    double start_call_seconds_ = 0;  // the first trial's: the starting setting's time
 };
 
 }  // namespace xagg
