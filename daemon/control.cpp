@@ -234,8 +234,8 @@ json ControlApi::create_job(const json &r)
 void ControlApi::note_progress(const std::map<uint32_t, uint64_t> &rounds_done)
 {
     rounds_done_ = rounds_done;
-    if (jobs_.policy() != sched::Policy::benefit)
-        return;
+    if (jobs_.policy() != sched::Policy::benefit || rounds_done.empty())
+        return;  // nothing ranked by progress: only arrivals and departures re-divide
     if (rebalance() && on_change_)
         on_change_();
 }

@@ -471,9 +471,11 @@ private:
         std::map<uint32_t, uint64_t> evict, rounds_done;
         for (const auto &[id, job] : jobs.jobs()) {
             std::vector<SlotState> slots = datapath.slot_states(job);
-            // Every chunk that has started is at least in its oldest round: the rounds before it
-            // are done everywhere.
-            rounds_done[id] = job_progress(job, slots).oldest_round.value_or(0);
+            // Only the benefit policy ranks by remaining rounds, and only of jobs that said how
+            // many they run. Every chunk that has started is at least in its oldest round: the
+            // rounds before it are done everywhere.
+            if (jobs.policy() == sched::Policy::benefit && job.iterations)
+                rounds_done[id] = job_progress(job, slots).oldest_round.value_or(0);
             for (const auto &e : watch.scan(job, slots, now))
                 spdlog::warn("straggler: job {} chunk {} round {} has waited {} ms for rank(s) {}",
                              e.job, e.chunk, e.round, e.waited_ms, ranks(e.missing).dump());
