@@ -177,11 +177,8 @@ TEST_F(ClientIntegration, AClusterJobIsPlacedAcrossTwoNodesAndSurvivesLosingOne)
     };
     std::ofstream(write_config(topo), std::ios::app) << cluster_keys("n0", kAggAddr);
     auto daemon0 = start_daemon(dir_ + "/xaggd.conf", "xaggd.log");
-    std::string config1 = dir_ + "/xaggd1.conf", socket1 = dir_ + "/xaggd1.sock";
-    std::ofstream(config1) << "interface = eth0\nnetns = " << agg1 << "\nbpffs_dir = " << bpffs_
-                           << "-2\nstate_dir = " << dir_ << "/state1\ncontrol_socket = " << socket1
-                           << "\nmetrics_address =\nlog_level = debug\n"
-                           << cluster_keys("n1", "10.77.0.101");
+    std::string socket1 = dir_ + "/xaggd1.sock", config1 = write_second_config(agg1, socket1);
+    std::ofstream(config1, std::ios::app) << cluster_keys("n1", "10.77.0.101");
     auto daemon1 = std::make_unique<Process>(
         std::vector<std::string>{XAGG_BINARY_DIR "/daemon/xaggd", "--config", config1},
         dir_ + "/xaggd1.log");
@@ -351,10 +348,7 @@ TEST_F(ClientIntegration, ATensorSplitAcrossTwoAggregatorsGetsTheSameResultAsOne
     std::string agg2 = topo.add_aggregator(1);  // 10.77.0.101, its own NIC and XDP program
     auto daemon = start_daemon(write_config(topo), "xaggd.log");
     // The second node's daemon: the same config but for its namespace, pins, state and socket.
-    std::string config2 = dir_ + "/xaggd2.conf", socket2 = dir_ + "/xaggd2.sock";
-    std::ofstream(config2) << "interface = eth0\nnetns = " << agg2 << "\nbpffs_dir = " << bpffs_
-                           << "-2\nstate_dir = " << dir_ << "/state2\ncontrol_socket = " << socket2
-                           << "\nmetrics_address =\n";
+    std::string socket2 = dir_ + "/xaggd2.sock", config2 = write_second_config(agg2, socket2);
     Process daemon2({XAGG_BINARY_DIR "/daemon/xaggd", "--config", config2}, dir_ + "/xaggd2.log");
     for (int i = 0; i < 200 && !std::filesystem::exists(socket2); i++)
         std::this_thread::sleep_for(25ms);

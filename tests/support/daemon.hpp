@@ -82,6 +82,17 @@ protected:
         return path;
     }
 
+    // A second node's config (its aggregator namespace `netns`): its own pins (removed by
+    // TearDown), state and control socket; no metrics endpoint, the first one has it.
+    std::string write_second_config(const std::string &netns, const std::string &socket) const
+    {
+        std::string path = dir_ + "/xaggd2.conf";
+        std::ofstream(path) << "interface = eth0\nnetns = " << netns << "\nbpffs_dir = " << bpffs_
+                            << "-2\nstate_dir = " << dir_ << "/state2\ncontrol_socket = " << socket
+                            << "\nmetrics_address =\nlog_level = debug\n";
+        return path;
+    }
+
     std::unique_ptr<Process> start_daemon(const std::string &config, const std::string &log)
     {
         std::filesystem::remove(socket_);
