@@ -3,6 +3,7 @@
 // first, and each failure reaches the caller as the error it is.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -68,15 +69,21 @@ protected:
         h1.wait();
     }
 
-    static ClientError::Kind failure_of(AllReduce &op)
+    // The ClientError `fn` throws; a test failure saying `expected` if it throws none.
+    static ClientError error_of(const std::function<void()> &fn, const std::string &expected)
     {
         try {
-            op.wait();
+            fn();
         } catch (const ClientError &e) {
-            return e.kind();
+            return e;
         }
-        ADD_FAILURE() << "the all-reduce did not fail";
-        return ClientError::Kind::invalid;
+        ADD_FAILURE() << expected;
+        return ClientError(ClientError::Kind::closed, "no error");
+    }
+
+    static ClientError::Kind failure_of(AllReduce &op)
+    {
+        return error_of([&] { op.wait(); }, "the all-reduce did not fail").kind();
     }
 
     std::unique_ptr<Topology> topo_;
@@ -142,57 +149,39 @@ TEST_F(ClientApi, ADeletedJobFailsWhatIsPendingAsJobDeleted)
     auto c0 = client(0);
     ASSERT_EQ(control(socket_, {{"op", "delete_job"}, {"job", 7}})["ok"], true);
     std::vector<float> v(3000, 1.0f);
-    try {  // the rendezvous before the first all-reduce finds the job gone
-        c0->allreduce_async(std::span(v));
-        ADD_FAILURE() << "an all-reduce started on a deleted job";
-    } catch (const ClientError &e) {
-        EXPECT_EQ(e.kind(), ClientError::Kind::job_deleted) << e.what();
-    }
+    // The rendezvous before the first all-reduce finds the job gone.
+    ClientError e = error_of([&] { c0->allreduce_async(std::span(v)); },
+                             "an all-reduce started on a deleted job");
+    EXPECT_EQ(e.kind(), ClientError::Kind::job_deleted) << e.what();
 }
 
 TEST_F(ClientApi, JoiningFailsClearly)
 {
     ClientOptions o = options(0);
     o.aggregators[0].control_socket = dir_ + "/nobody.sock";
-    try {
-        Client c(o);
-        ADD_FAILURE() << "joined without a daemon";
-    } catch (const ClientError &e) {
-        EXPECT_EQ(e.kind(), ClientError::Kind::unreachable) << e.what();
-        EXPECT_NE(std::string(e.what()).find("is it running?"), std::string::npos) << e.what();
-    }
+    ClientError e = error_of([&] { Client c(o); }, "joined without a daemon");
+    EXPECT_EQ(e.kind(), ClientError::Kind::unreachable) << e.what();
+    EXPECT_NE(std::string(e.what()).find("is it running?"), std::string::npos) << e.what();
     o = options(2);
-    try {
-        Client c(o);
-        ADD_FAILURE() << "joined with rank 2 of 2";
-    } catch (const ClientError &e) {
-        EXPECT_EQ(e.kind(), ClientError::Kind::invalid) << e.what();
-    }
+    e = error_of([&] { Client c(o); }, "joined with rank 2 of 2");
+    EXPECT_EQ(e.kind(), ClientError::Kind::invalid) << e.what();
     auto c0 = client(0);
     o = options(0);
     o.local_address = worker_addr(1);  // rank 0 is taken, from another address
-    try {
-        Client c(o);
-        ADD_FAILURE() << "took a taken rank";
-    } catch (const ClientError &e) {
-        EXPECT_EQ(e.kind(), ClientError::Kind::refused) << e.what();
-        EXPECT_NE(std::string(e.what()).find("rank 0 is taken"), std::string::npos) << e.what();
-    }
+    e = error_of([&] { Client c(o); }, "took a taken rank");
+    EXPECT_EQ(e.kind(), ClientError::Kind::refused) << e.what();
+    EXPECT_NE(std::string(e.what()).find("rank 0 is taken"), std::string::npos) << e.what();
 }
 
 TEST_F(ClientApi, AWorkerWhoseInterfaceCannotCarryAChunkIsToldBeforeItJoins)
 {
     ASSERT_EQ(run_command("ip -n " + topo_->worker(1) + " link set eth0 mtu 1500 && echo ok"),
               "ok\n");
-    try {
-        client(1);
-        ADD_FAILURE() << "joined through an interface of MTU 1500";
-    } catch (const ClientError &e) {
-        EXPECT_EQ(e.kind(), ClientError::Kind::invalid) << e.what();
-        EXPECT_EQ(std::string(e.what()),
-                  "interface eth0 has MTU 1500; xagg's frames need at least 3132 (ip link set dev "
-                  "eth0 mtu 3200, and the same on every link between workers and aggregator)");
-    }
+    ClientError e = error_of([&] { client(1); }, "joined through an interface of MTU 1500");
+    EXPECT_EQ(e.kind(), ClientError::Kind::invalid) << e.what();
+    EXPECT_EQ(std::string(e.what()),
+              "interface eth0 has MTU 1500; xagg's frames need at least 3132 (ip link set dev "
+              "eth0 mtu 3200, and the same on every link between workers and aggregator)");
     json job = control(socket_, {{"op", "show_job"}, {"job", 7}})["job"];
     EXPECT_EQ(job["members"].size(), 0u) << job;  // it never joined
 }
