@@ -111,6 +111,14 @@ std::unique_ptr<CLI::App> make_cli(Config &c)
         ->check(host_port_or_empty);
     app->add_option("--control_token_file", c.control_token_file,
                     "File whose first line is the token TCP requests must carry");
+    app->add_option("--control_max_connections", c.control_max_connections,
+                    "Control connections open at once; past that the oldest idle one is closed")
+        ->check(CLI::Range(1u, 65536u))
+        ->capture_default_str();
+    app->add_option("--control_request_timeout_ms", c.control_request_timeout_ms,
+                    "Milliseconds a control client has to send a whole request line")
+        ->check(CLI::Range(100u, 3600000u))
+        ->capture_default_str();
     app->add_option("--host_ps_threads", c.host_ps_threads,
                     "Threads of the host-side parameter server")
         ->check(CLI::Range(1u, 64u))

@@ -27,9 +27,11 @@ struct Config {
     std::string state_dir = "/var/lib/xagg";     // job table kept across restarts
     std::string control_socket = "/run/xagg/xaggd.sock";
     std::string control_socket_mode = "0660";  // octal file mode of the socket
-    std::string control_tcp_address;        // HOST:PORT of the API for remote workers; empty: off
-    std::string control_token_file;         // file holding the token TCP requests must carry
-    std::string group_base = "239.77.0.0";  // job N's results go to group_base + N
+    std::string control_tcp_address;         // HOST:PORT of the API for remote workers; empty: off
+    std::string control_token_file;          // file holding the token TCP requests must carry
+    uint32_t control_max_connections = 256;  // open control connections at once
+    uint32_t control_request_timeout_ms = 10000;     // to send a whole request line
+    std::string group_base = "239.77.0.0";           // job N's results go to group_base + N
     std::string metrics_address = "127.0.0.1:9873";  // Prometheus /metrics; empty: off
     unsigned host_ps_threads = 2;                    // threads of the host-side parameter server
     std::string log_level = "info";                  // trace | debug | info | warn | error

@@ -130,29 +130,34 @@ json ControlApi::describe(uint32_t job_id) const
     return j;
 }
 
-std::string ControlApi::handle_line(const std::string &line, const std::string &required_token)
+ControlReply ControlApi::handle_line(const std::string &line, const std::string &required_token)
 {
     if (line.size() > kMaxRequestBytes) {
         requests_++;
         errors_++;
-        return refusal(kRefused, "request larger than 65536 bytes").dump();
+        return {
+            refusal(kRefused, "request larger than " + std::to_string(kMaxRequestBytes) + " bytes")
+                .dump()};
     }
     json request = json::parse(line, nullptr, false);
-    if (request.is_discarded()) {
-        requests_++;
-        errors_++;
-        return refusal(kRefused, "not a JSON object").dump();
-    }
     if (!required_token.empty()) {
-        if (!request.is_object() || !request.contains("token") || !request["token"].is_string() ||
+        // Nothing but a refusal for a request without the token: not even a parse error says
+        // more than that.
+        if (request.is_discarded() || !request.is_object() || !request.contains("token") ||
+            !request["token"].is_string() ||
             !same_secret(request["token"].get<std::string>(), required_token)) {
             requests_++;
             errors_++;
-            return refusal(kRefusedUnauthorized, "missing or wrong token").dump();
+            return {refusal(kRefusedUnauthorized, "missing or wrong token").dump(), true};
         }
         request.erase("token");
     }
-    return handle(request).dump();
+    if (request.is_discarded()) {
+        requests_++;
+        errors_++;
+        return {refusal(kRefused, "not a JSON object").dump()};
+    }
+    return {handle(request).dump()};
 }
 
 json ControlApi::handle(const json &request)

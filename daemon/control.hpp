@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "control_server.hpp"
 #include "fastpath.hpp"
 #include "jobs.hpp"
 #include "stragglers.hpp"
@@ -53,9 +54,6 @@ struct NodeStatus {
 inline constexpr const char *kRefusedUnauthorized = "unauthorized";
 inline constexpr const char *kRefused = "refused";
 
-// Requests longer than this are refused without being parsed.
-inline constexpr size_t kMaxRequestBytes = 64 * 1024;
-
 class ControlApi {
 public:
     // `on_change` runs after every request that changed the job table (to persist it).
@@ -64,7 +62,7 @@ public:
 
     // One request line in, one response line out (without the newline). With a
     // `required_token` (requests over TCP), the request must carry it as its "token" field.
-    std::string handle_line(const std::string &line, const std::string &required_token = {});
+    ControlReply handle_line(const std::string &line, const std::string &required_token = {});
     nlohmann::json handle(const nlohmann::json &request);
 
     // Where `status` gets the node's description; without one it reports only the job table.

@@ -30,6 +30,7 @@
 
 #include "cluster.hpp"
 #include "control.hpp"
+#include "control_server.hpp"
 #include "fastpath.hpp"
 #include "host_ps.hpp"
 #include "jobs.hpp"
@@ -176,54 +177,6 @@ private:
     std::string path_;
 };
 
-int listen_unix(const std::string &path, const std::string &mode)
-{
-    fs::create_directories(fs::path(path).parent_path());
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0)
-        fail_errno("socket");
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    if (path.size() >= sizeof(addr.sun_path))
-        throw std::runtime_error("control_socket path is too long: " + path);
-    std::strcpy(addr.sun_path, path.c_str());
-    unlink(path.c_str());
-    if (bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) != 0)
-        fail_errno("binding the control socket " + path);
-    if (chmod(path.c_str(), static_cast<mode_t>(std::stoul(mode, nullptr, 8))) != 0)
-        fail_errno("chmod " + path);
-    if (listen(fd, 64) != 0)
-        fail_errno("listen on " + path);
-    return fd;
-}
-
-int listen_tcp(const std::string &address)
-{
-    size_t colon = address.rfind(':');
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(std::stoul(address.substr(colon + 1))));
-    if (inet_pton(AF_INET, address.substr(0, colon).c_str(), &addr.sin_addr) != 1)
-        throw std::runtime_error("control_tcp_address: '" + address.substr(0, colon) +
-                                 "' is not an IPv4 address");
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0)
-        fail_errno("socket");
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) != 0)
-        fail_errno("binding the control API to " + address);
-    if (listen(fd, 64) != 0)
-        fail_errno("listen on " + address);
-    return fd;
-}
-
-struct Client {
-    int fd;
-    std::string in;
-    bool remote;  // over TCP: every request must carry the token
-};
-
 void set_log_level(const std::string &level)
 {
     spdlog::set_level(spdlog::level::from_str(level));
@@ -333,6 +286,14 @@ public:
             n.metrics_address = config_.metrics_address;
             return n;
         });
+        ControlServer control(
+            [&](const std::string &line, bool remote) {
+                std::lock_guard g(state_lock_);
+                return api.handle_line(line, remote ? token_ : "");
+            },
+            ControlLimits{
+                .max_connections = config_.control_max_connections,
+                .request_timeout = std::chrono::milliseconds(config_.control_request_timeout_ms)});
         std::unique_ptr<MetricsServer> metrics;
         if (!config_.metrics_address.empty())
             metrics = std::make_unique<MetricsServer>(config_.metrics_address, [&] {
@@ -349,17 +310,17 @@ public:
                 for (const auto &[id, job] : jobs.jobs())
                     m.straggler_events[id] = stragglers.total(id);
                 m.uptime_seconds = api.uptime_seconds();
+                m.control_events = control.counts();
                 return m;
             });
-        int lfd = listen_unix(config_.control_socket, config_.control_socket_mode);
+        control.listen_unix(config_.control_socket, config_.control_socket_mode);
         spdlog::info("control API on {}", config_.control_socket);
         std::unique_ptr<ClusterAgent> cluster;
         if (!config_.etcd_endpoint.empty())
             cluster = start_cluster_agent(host_only ? 0 : config_.max_chunks);
-        int tfd = -1;
         if (!config_.control_tcp_address.empty()) {
             token_ = read_token_file(config_.control_token_file);
-            tfd = listen_tcp(config_.control_tcp_address);
+            control.listen_tcp(config_.control_tcp_address);
             spdlog::info("control API on tcp {} (token required)", config_.control_tcp_address);
         }
         // systemd (Type=notify): ready once attached and serving; the watchdog is fed from
@@ -378,9 +339,8 @@ public:
 
         bool stop = false;
         while (!stop) {
-            std::vector<pollfd> fds{{sfd, POLLIN, 0}, {lfd, POLLIN, 0}, {tfd, POLLIN, 0}};
-            for (const auto &c : clients_)
-                fds.push_back({c.fd, POLLIN, 0});
+            std::vector<pollfd> fds{{sfd, POLLIN, 0}};
+            control.poll_fds(fds);
             if (watchdog)
                 sd_notify(0, "WATCHDOG=1");
             if (std::chrono::steady_clock::now() - last_scan >= scan_every) {
@@ -394,30 +354,20 @@ public:
                              std::chrono::duration_cast<std::chrono::milliseconds>(
                                  (std::chrono::steady_clock::now() - last_scan) * kScanShare));
             }
-            if (poll(fds.data(), fds.size(), poll_ms) < 0) {
+            int deadline = control.next_deadline_ms();
+            if (poll(fds.data(), fds.size(), deadline < 0 ? poll_ms : std::min(poll_ms, deadline)) <
+                0) {
                 if (errno == EINTR)
                     continue;
                 fail_errno("poll");
             }
             if (fds[0].revents & POLLIN)
                 stop = handle_signal(sfd);
-            if (fds[1].revents & POLLIN)
-                accept_clients(lfd, false);
-            if (fds[2].revents & POLLIN)
-                accept_clients(tfd, true);
-            for (size_t i = 3; i < fds.size(); i++)
-                if (fds[i].revents & (POLLIN | POLLHUP | POLLERR))
-                    serve(fds[i].fd, api);
-            std::erase_if(clients_, [](const Client &c) { return c.fd < 0; });
+            control.serve(fds, 1);
         }
 
         sd_notify(0, "STOPPING=1");
         cluster.reset();  // leaves etcd first: the other nodes re-place this node's partitions
-        for (auto &c : clients_)
-            close(c.fd);
-        close(lfd);
-        if (tfd >= 0)
-            close(tfd);
         unlink(config_.control_socket.c_str());
         if (fast) {
             fast->detach();
@@ -538,56 +488,8 @@ private:
                 "etcd keys take a restart");
     }
 
-    void accept_clients(int lfd, bool remote)
-    {
-        for (;;) {
-            int fd = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-            if (fd < 0)
-                return;
-            clients_.push_back({fd, {}, remote});
-        }
-    }
-
-    void serve(int fd, ControlApi &api)
-    {
-        Client *c = nullptr;
-        for (auto &client : clients_)
-            if (client.fd == fd)
-                c = &client;
-        char buf[4096];
-        ssize_t n;
-        while ((n = read(fd, buf, sizeof(buf))) > 0)
-            c->in.append(buf, static_cast<size_t>(n));
-        size_t nl;
-        while ((nl = c->in.find('\n')) != std::string::npos) {
-            std::string reply;
-            {
-                std::lock_guard g(state_lock_);
-                reply = api.handle_line(c->in.substr(0, nl), c->remote ? token_ : "") + "\n";
-            }
-            c->in.erase(0, nl + 1);
-            // Replies are small; a client that does not read them is dropped.
-            if (write(fd, reply.data(), reply.size()) != static_cast<ssize_t>(reply.size()))
-                n = 0;
-        }
-        if (c->in.size() > kMaxRequestBytes) {
-            std::string reply;
-            {
-                std::lock_guard g(state_lock_);
-                reply = api.handle_line(c->in, c->remote ? token_ : "") + "\n";
-            }
-            (void)!write(fd, reply.data(), reply.size());
-            n = 0;
-        }
-        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
-            close(fd);
-            c->fd = -1;
-        }
-    }
-
     Config config_;
-    std::string token_;  // of the TCP control API
-    std::vector<Client> clients_;
+    std::string token_;      // of the TCP control API
     std::mutex state_lock_;  // the job table and API counters, shared with metrics scrapes
 };
 
@@ -595,6 +497,10 @@ private:
 
 int run(const Config &config)
 {
+    // No peer's behaviour may end the daemon: a write to a socket whose peer went away fails
+    // with EPIPE instead of raising SIGPIPE (every send is MSG_NOSIGNAL too; this covers the
+    // libraries' writes).
+    signal(SIGPIPE, SIG_IGN);
     set_log_level(config.log_level);
     Server server(config);
     return server.run();

@@ -112,6 +112,19 @@ std::string render_metrics(const MetricsSnapshot &s)
         .sample("", s.api_requests);
     Family(out, "xagg_api_request_errors_total", "counter", "Control API requests refused.")
         .sample("", s.api_errors);
+    Family(out, "xagg_control_connections_total", "counter",
+           "Control API connections accepted (Unix socket and TCP).")
+        .sample("", s.control_events[static_cast<size_t>(ControlEvent::accepted)]);
+    Family(out, "xagg_control_unauthorized_total", "counter",
+           "Control API requests refused for a missing or wrong token (TCP).")
+        .sample("", s.control_events[static_cast<size_t>(ControlEvent::unauthorized)]);
+    Family closed(out, "xagg_control_closed_total", "counter",
+                  "Control API connections the daemon closed, by reason.");
+    for (ControlEvent e :
+         {ControlEvent::over_limit, ControlEvent::timed_out, ControlEvent::oversized,
+          ControlEvent::unauthorized_silent, ControlEvent::reply_overflow})
+        closed.sample(std::string("reason=\"") + to_string(e) + "\"",
+                      s.control_events[static_cast<size_t>(e)]);
     Family(out, "xagg_uptime_seconds", "gauge", "Seconds since xaggd started.")
         .sample("", s.uptime_seconds);
     return out.str();

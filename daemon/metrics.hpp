@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "control_server.hpp"
 #include "fastpath.hpp"
 #include "jobs.hpp"
 
@@ -30,6 +31,7 @@ struct MetricsSnapshot {
     uint64_t api_errors = 0;
     double uptime_seconds = 0;
     std::map<uint32_t, uint64_t> straggler_events;  // by job
+    ControlEventCounts control_events{};            // the control API's transport
 };
 
 std::string render_metrics(const MetricsSnapshot &s);

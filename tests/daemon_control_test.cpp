@@ -66,7 +66,7 @@ protected:
         inet_pton(AF_INET, "239.77.0.0", &a);
         return a;
     }
-    json call(const std::string &line) { return json::parse(api_.handle_line(line)); }
+    json call(const std::string &line) { return json::parse(api_.handle_line(line).text); }
 
     // A refused request: the error is the expected one and nothing changed anywhere.
     void expect_refused(const std::string &line, const std::string &error)
@@ -257,12 +257,13 @@ TEST_F(ControlTest, AWrongTokenIsRefusedAsUnauthorized)
 {
     const std::string token = "0123456789abcdef";
     json reply =
-        json::parse(api_.handle_line(R"({"op":"stats","token":"0123456789abcdeF"})", token));
+        json::parse(api_.handle_line(R"({"op":"stats","token":"0123456789abcdeF"})", token).text);
     EXPECT_EQ(reply, json::parse(
                          R"({"ok":false,"code":"unauthorized","error":"missing or wrong token"})"));
-    reply = json::parse(api_.handle_line(R"({"op":"stats"})", token));
+    reply = json::parse(api_.handle_line(R"({"op":"stats"})", token).text);
     EXPECT_EQ(reply["code"], "unauthorized");
-    reply = json::parse(api_.handle_line(R"({"op":"stats","token":"0123456789abcdef"})", token));
+    reply =
+        json::parse(api_.handle_line(R"({"op":"stats","token":"0123456789abcdef"})", token).text);
     EXPECT_EQ(reply["ok"], true) << reply;
 }
 

@@ -50,6 +50,7 @@ public:
     Process &operator=(const Process &) = delete;
 
     void signal(int sig) const { kill(pid_, sig); }
+    pid_t pid() const { return pid_; }
 
     // Whether it has not exited yet (without reaping it: wait() still gets its status).
     bool running() const
