@@ -116,10 +116,11 @@ protected:
     void start(Topology &topo)
     {
         std::string config = write_config(topo);
-        std::ofstream(config, std::ios::app) << "control_tcp_address = 0.0.0.0:9874\n"
-                                             << "control_token_file = " << dir_ << "/token\n"
-                                             << "control_request_timeout_ms = 500\n"
-                                             << "control_max_connections = 64\n"
+        std::ofstream(config, std::ios::app)
+            << "control_tcp_address = 0.0.0.0:9874\n"
+            << "control_token_file = " << dir_ << "/token\n"
+            << "control_request_timeout_ms = 500\n"
+            << "control_max_connections = 64\n"
             // Without the metrics endpoint: its HTTP library ignores SIGPIPE for the whole
             // process, which would hide a daemon that relies on that by accident.
             << "metrics_address =\n";
