@@ -361,8 +361,11 @@ void add_cluster(CLI::App &app, Cli &cli)
                         j["workers"].get<unsigned>(),
                         static_cast<unsigned long long>(j["gradient_elems"].get<uint64_t>()));
                     std::string nodes;
-                    for (const json &p : j["partitions"])
-                        nodes += (nodes.empty() ? "" : " ") + p.get<std::string>();
+                    for (const json &p : j["partitions"]) {
+                        if (!nodes.empty())
+                            nodes += ' ';
+                        nodes += p.get<std::string>();
+                    }
                     out += line + (nodes.empty() ? std::string("(not placed yet)") : nodes) + "\n";
                 }
                 return out;

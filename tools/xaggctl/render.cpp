@@ -39,8 +39,11 @@ std::string text(const json &v)
 std::string rank_list(const json &ranks)
 {
     std::string out;
-    for (const auto &r : ranks)
-        out += (out.empty() ? "" : ",") + r.dump();
+    for (const auto &r : ranks) {
+        if (!out.empty())
+            out += ',';
+        out += r.dump();
+    }
     return out.empty() ? "-" : out;
 }
 
