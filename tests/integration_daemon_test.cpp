@@ -192,12 +192,25 @@ TEST_F(DaemonIntegration, RefusesToStartOnAnInterfaceThatCannotCarryAChunk)
 {
     Topology topo("m", 1);
     ASSERT_EQ(run_command("ip -n " + topo.agg() + " link set eth0 mtu 1500 && echo ok"), "ok\n");
-    Process daemon({XAGG_BINARY_DIR "/daemon/xaggd", "--config", write_config(topo)},
-                   dir_ + "/xaggd.log");
+    Process daemon(xaggd_as_unit(topo.agg(), write_config(topo)), dir_ + "/xaggd.log");
     EXPECT_EQ(daemon.wait(std::chrono::seconds(10)), 1) << daemon.output();
     EXPECT_NE(daemon.output().find("interface eth0 has MTU 1500; xagg's frames need at least 3132"),
               std::string::npos)
         << daemon.output();
+}
+
+TEST_F(DaemonIntegration, LeavesAnotherXdpProgramOnTheInterfaceAloneAndSaysSo)
+{
+    Topology topo("o", 1);
+    ASSERT_EQ(run_command("ip -n " + topo.agg() + " link set dev eth0 xdpdrv obj " +
+                          XAGG_BINARY_DIR "/bpf/xdp_pass.bpf.o sec xdp && echo ok"),
+              "ok\n");
+    Process daemon(xaggd_as_unit(topo.agg(), write_config(topo)), dir_ + "/xaggd.log");
+    EXPECT_EQ(daemon.wait(std::chrono::seconds(10)), 1) << daemon.output();
+    EXPECT_NE(daemon.output().find("interface eth0 already runs XDP program id"), std::string::npos)
+        << daemon.output();
+    std::string link = run_command("ip -n " + topo.agg() + " link show eth0");
+    EXPECT_NE(link.find("name xdp_pass"), std::string::npos) << link;
 }
 
 TEST_F(DaemonIntegration, HostPathJobGetsTheSameExactSums)
@@ -244,7 +257,13 @@ TEST_F(DaemonIntegration, KilledDaemonIsRestartedAndTheJobCompletesExactly)
     create_and_join(kWorkers, kChunks);
     auto workers = start_workers(topo, kWorkers, kChunks, kRounds);
 
-    std::this_thread::sleep_for(300ms);
+    // Killed mid-job: once the workers are well into their rounds.
+    for (int i = 0; i < 2000; i++) {
+        json stats = control(socket_, {{"op", "stats"}});
+        if (stats["counters"]["completed"].get<uint64_t>() >= 100 * kChunks)
+            break;
+        std::this_thread::sleep_for(5ms);
+    }
     daemon->signal(SIGKILL);
     EXPECT_EQ(daemon->wait(5s), 128 + SIGKILL);
     auto restarted = start_daemon(config, "xaggd-2.log");
@@ -253,6 +272,10 @@ TEST_F(DaemonIntegration, KilledDaemonIsRestartedAndTheJobCompletesExactly)
     EXPECT_EQ(job["job"]["members"].size(), kWorkers) << job;
     EXPECT_NE(restarted->output().find("with their pinned maps"), std::string::npos)
         << restarted->output();
+    // With only the unit's capabilities it took over the XDP link the killed run left.
+    EXPECT_NE(restarted->output().find("took over the XDP link"), std::string::npos)
+        << restarted->output();
+    EXPECT_EQ(control(socket_, {{"op", "status"}})["xdp"]["attached"], true);
 
     expect_all_exact(workers, uint64_t{kRounds} * kChunks);
     // The counters live in the pinned maps too: each contribution counted once across both runs.

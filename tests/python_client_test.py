@@ -127,7 +127,8 @@ def main():
         (work / "xaggd.conf").write_text(
             f"interface = eth0\nnetns = {prefix}-agg\nmax_chunks = 4096\nbpffs_dir = /sys/fs/bpf/{prefix}\n"
             f"state_dir = {work}/state\ncontrol_socket = {socket}\nmetrics_address =\n")
-        daemon = subprocess.Popen([str(BUILD / "daemon" / "xaggd"), "--config", str(work / "xaggd.conf")],
+        daemon = subprocess.Popen([str(ROOT / "scripts" / "xaggd-as-unit"), "--netns", f"{prefix}-agg",
+                                   str(BUILD / "daemon" / "xaggd"), "--config", str(work / "xaggd.conf")],
                                   stdout=open(work / "xaggd.log", "w"), stderr=subprocess.STDOUT)
         ctl = [str(BUILD / "tools" / "xaggctl"), "--socket", socket]
         for _ in range(200):

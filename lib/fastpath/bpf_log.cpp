@@ -3,7 +3,6 @@
 
 #include <bpf/libbpf.h>
 #include <spdlog/spdlog.h>
-#include <xdp/libxdp.h>
 
 #include <cstdarg>
 #include <cstdio>
@@ -41,21 +40,12 @@ int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
     return 0;
 }
 
-int libxdp_print(enum libxdp_print_level level, const char *fmt, va_list ap)
-{
-    emit("libxdp", level == LIBXDP_DEBUG, fmt, ap);
-    return 0;
-}
-
 }  // namespace
 
 void route_library_logs()
 {
     static std::once_flag once;
-    std::call_once(once, [] {
-        libbpf_set_print(libbpf_print);
-        libxdp_set_print(libxdp_print);
-    });
+    std::call_once(once, [] { libbpf_set_print(libbpf_print); });
 }
 
 LibraryLogCapture::LibraryLogCapture() : outer_(current_capture)
@@ -70,7 +60,7 @@ LibraryLogCapture::~LibraryLogCapture()
     current_capture = outer_;
     current_text = outer_ ? &outer_->text_ : nullptr;
     if (!text_.empty())
-        spdlog::debug("libbpf/libxdp said:\n{}", text_);
+        spdlog::debug("libbpf said:\n{}", text_);
 }
 
 std::string LibraryLogCapture::tail(size_t max_lines) const

@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: MIT
-// Where libbpf's and libxdp's own messages go. They are chatty (libxdp narrates every fallback
-// it takes), so they are logged at debug level, except while a LibraryLogCapture is alive on the
-// thread: then they are collected, so that a failed load can carry the verifier's words in its
-// error message instead of scattering them over stderr.
+// Where libbpf's own messages go. They are chatty, so they are logged at debug level, except while
+// a LibraryLogCapture is alive on the thread: then they are collected, so that a failed load can
+// carry the verifier's words in its error message instead of scattering them over stderr.
 #pragma once
 
 #include <string>

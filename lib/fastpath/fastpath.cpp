@@ -5,9 +5,9 @@
 #include <bpf/libbpf.h>
 #include <linux/if_link.h>
 #include <net/if.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <spdlog/spdlog.h>
-#include <xdp/libxdp.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -114,32 +114,6 @@ void FastPath::unpin()
             bpf_map__unpin(map, nullptr);
 }
 
-// A loader that crashed leaves its program attached (which keeps aggregating). Replace only a
-// program of ours; anybody else's XDP program is not ours to remove.
-void FastPath::detach_stale(int ifindex, const std::string &ifname)
-{
-    xdp_multiprog *mp = xdp_multiprog__get_from_ifindex(ifindex);
-    if (!mp || libxdp_get_error(mp))
-        return;
-    xdp_program *main = xdp_multiprog__main_prog(mp);
-    bool ours = main && xdp_multiprog__is_legacy(mp) &&
-                std::string(xdp_program__name(main)) == "xagg_fastpath";
-    if (main && !ours) {
-        xdp_multiprog__close(mp);
-        throw std::runtime_error("interface " + ifname +
-                                 " already runs another XDP program; remove it first");
-    }
-    if (ours) {
-        spdlog::warn("replacing the xagg program left attached to {} by a previous run", ifname);
-        int err = xdp_multiprog__detach(mp);
-        xdp_multiprog__close(mp);
-        if (err)
-            fail(err, "detaching the previous xagg program from " + ifname);
-        return;
-    }
-    xdp_multiprog__close(mp);
-}
-
 FastPath::~FastPath()
 {
     try {
@@ -160,37 +134,102 @@ void FastPath::load()
     loaded_ = true;
 }
 
+namespace {
+
+// What the kernel runs on the interface now: the program id and how it is attached.
+bpf_xdp_query_opts query_xdp(int ifindex)
+{
+    LIBBPF_OPTS(bpf_xdp_query_opts, q);
+    if (int err = bpf_xdp_query(ifindex, 0, &q))
+        fail(err, "querying the XDP program of interface " + std::to_string(ifindex));
+    return q;
+}
+
+const char *mode_name(uint8_t attach_mode)
+{
+    switch (attach_mode) {
+    case XDP_ATTACHED_DRV: return "native";
+    case XDP_ATTACHED_SKB: return "skb";
+    case XDP_ATTACHED_HW: return "hw";
+    case XDP_ATTACHED_MULTI: return "multi";
+    default: return "none";
+    }
+}
+
+}  // namespace
+
+// The program is attached through a bpf_link (BPF_LINK_CREATE), pinned in bpffs beside the maps.
+// The link, not the process, keeps the program attached: a daemon that crashed leaves it
+// aggregating, and the next start reopens the pin (file permissions, no CAP_SYS_ADMIN) and
+// swaps its own program in atomically (BPF_LINK_UPDATE), so not a packet goes unprocessed.
+// Finding a program by id, as libxdp does, would take CAP_SYS_ADMIN, which xaggd's unit does
+// not grant. An XDP program that is not behind our pin is somebody else's: left alone.
+int FastPath::take_over_pinned_link(int ifindex, uint8_t wanted_mode)
+{
+    if (link_pin_.empty() || access(link_pin_.c_str(), F_OK) != 0)
+        return -1;
+    int fd = bpf_obj_get(link_pin_.c_str());
+    if (fd >= 0) {
+        bpf_link_info info{};
+        uint32_t len = sizeof(info);
+        // The link still holds the interface (not defunct after the interface went away), and
+        // in the mode wanted (a mode change takes a new link).
+        bool usable = bpf_obj_get_info_by_fd(fd, &info, &len) == 0 &&
+                      info.type == BPF_LINK_TYPE_XDP &&
+                      info.xdp.ifindex == static_cast<uint32_t>(ifindex) &&
+                      query_xdp(ifindex).attach_mode == wanted_mode;
+        if (usable && bpf_link_update(fd, prog_fd(), nullptr) == 0)
+            return fd;
+        bpf_link_detach(fd);
+        close(fd);
+    }
+    spdlog::info("replacing the unusable XDP link pinned at {}", link_pin_);
+    unlink(link_pin_.c_str());
+    return -1;
+}
+
 void FastPath::attach(const std::string &ifname, AttachMode mode)
 {
-    if (loaded_)
-        throw std::logic_error("attach() must load the program itself, through libxdp");
     int ifindex = static_cast<int>(if_nametoindex(ifname.c_str()));
     if (ifindex == 0)
         fail(errno, "interface " + ifname);
-    detach_stale(ifindex, ifname);
+    load();
     LibraryLogCapture log;
-    xdp_program *prog = xdp_program__from_bpf_obj(skel_->obj, "xdp");
-    if (long err = libxdp_get_error(prog))
-        fail(static_cast<int>(err), "preparing the XDP program for libxdp");
-    enum xdp_attach_mode xmode = mode == AttachMode::native ? XDP_MODE_NATIVE : XDP_MODE_SKB;
-    if (int err = xdp_program__attach(prog, ifindex, xmode, 0)) {
-        xdp_program__close(prog);
-        fail(err, "attaching XDP to " + ifname +
-                      (mode == AttachMode::native ? " in native mode" : " in skb mode") + ":\n" +
-                      log.tail());
+    if (!config_.pin_dir.empty())
+        link_pin_ = config_.pin_dir + "/xdp_link";
+    const uint8_t wanted = mode == AttachMode::native ? XDP_ATTACHED_DRV : XDP_ATTACHED_SKB;
+    int fd = take_over_pinned_link(ifindex, wanted);
+    if (fd >= 0) {
+        spdlog::warn("took over the XDP link a previous run left on {}: program replaced in place",
+                     ifname);
+    } else {
+        bpf_xdp_query_opts q = query_xdp(ifindex);
+        if (q.prog_id)
+            throw std::runtime_error(
+                "interface " + ifname + " already runs XDP program id " +
+                std::to_string(q.prog_id) + " (" + mode_name(q.attach_mode) +
+                " mode), not attached by xaggd through " +
+                (link_pin_.empty() ? std::string("a link") : link_pin_) +
+                "; xaggd does not remove other programs. If it is a leftover, remove it with "
+                "`ip link set dev " +
+                ifname + " xdp off` (see XAGGD.md on sharing an interface)");
+        LIBBPF_OPTS(bpf_link_create_opts, opts,
+                    .flags = mode == AttachMode::native ? XDP_FLAGS_DRV_MODE : XDP_FLAGS_SKB_MODE);
+        fd = bpf_link_create(prog_fd(), ifindex, BPF_XDP, &opts);
+        if (fd < 0)
+            fail(errno, "attaching XDP to " + ifname +
+                            (mode == AttachMode::native ? " in native mode" : " in skb mode") +
+                            (log.tail().empty() ? "" : ":\n" + log.tail()));
+        if (!link_pin_.empty() && bpf_obj_pin(fd, link_pin_.c_str()) != 0) {
+            int err = errno;
+            bpf_link_detach(fd);
+            close(fd);
+            fail(err, "pinning the XDP link at " + link_pin_);
+        }
     }
-    if (xdp_multiprog *mp = xdp_multiprog__get_from_ifindex(ifindex); mp && !libxdp_get_error(mp)) {
-        if (xdp_multiprog__is_legacy(mp))
-            spdlog::info(
-                "libxdp could not use its multi-program dispatcher on this kernel; the program is "
-                "attached alone, so {} cannot run another XDP program beside it",
-                ifname);
-        xdp_multiprog__close(mp);
-    }
-    xdp_prog_ = prog;
+    xdp_link_fd_ = fd;
     ifindex_ = ifindex;
     mode_ = mode;
-    loaded_ = true;
     try {
         attach_fanout();
     } catch (...) {
@@ -218,10 +257,10 @@ void FastPath::attach_fanout()
 
 void FastPath::detach()
 {
-    if (!xdp_prog_)
+    if (xdp_link_fd_ < 0)
         return;
-    xdp_program *prog = xdp_prog_;
-    xdp_prog_ = nullptr;
+    int link = xdp_link_fd_;
+    xdp_link_fd_ = -1;
     // The TC side first, so no result is passed up to a host that would not copy it.
     LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex_, .attach_point = BPF_TC_INGRESS);
     if (tc_hook_created_) {
@@ -229,15 +268,16 @@ void FastPath::detach()
         bpf_tc_hook_destroy(&hook);  // removes the qdisc we made, and our filter with it
         tc_hook_created_ = false;
     } else if (tc_handle_) {
-        // Someone else's clsact qdisc: remove only our filter from it.
+        // Someone else's clsact qdisc (or ours from a previous run): remove only our filter.
         LIBBPF_OPTS(bpf_tc_opts, opts, .handle = tc_handle_, .priority = tc_priority_);
         bpf_tc_detach(&hook, &opts);
     }
     tc_handle_ = tc_priority_ = 0;
-    enum xdp_attach_mode xmode = mode_ == AttachMode::native ? XDP_MODE_NATIVE : XDP_MODE_SKB;
-    int err = xdp_program__detach(prog, ifindex_, xmode, 0);
-    xdp_program__close(prog);
-    if (err)
+    int err = bpf_link_detach(link) ? errno : 0;
+    close(link);
+    if (!link_pin_.empty())
+        unlink(link_pin_.c_str());
+    if (err && err != ENOLINK)  // ENOLINK: the interface is gone, and the program with it
         fail(err, "detaching XDP");
 }
 
@@ -245,20 +285,15 @@ Attachment FastPath::attachment() const
 {
     Attachment a;
     a.mode = "none";
-    if (!xdp_prog_)
+    if (xdp_link_fd_ < 0)
         return a;
-    LIBBPF_OPTS(bpf_xdp_query_opts, q);
-    if (int err = bpf_xdp_query(ifindex_, 0, &q))
-        fail(err, "querying the XDP program of interface " + std::to_string(ifindex_));
-    switch (q.attach_mode) {
-    case XDP_ATTACHED_DRV: a.mode = "native"; break;
-    case XDP_ATTACHED_SKB: a.mode = "skb"; break;
-    case XDP_ATTACHED_HW: a.mode = "hw"; break;
-    case XDP_ATTACHED_MULTI: a.mode = "multi"; break;
-    default: break;
-    }
+    bpf_xdp_query_opts q = query_xdp(ifindex_);
+    a.mode = mode_name(q.attach_mode);
     a.prog_id = q.prog_id ? q.prog_id : (q.drv_prog_id ? q.drv_prog_id : q.skb_prog_id);
-    a.attached = a.prog_id != 0 && a.prog_id == xdp_program__id(xdp_prog_);
+    bpf_prog_info info{};
+    uint32_t len = sizeof(info);
+    a.attached = a.prog_id != 0 && bpf_obj_get_info_by_fd(prog_fd(), &info, &len) == 0 &&
+                 info.id == a.prog_id;
     return a;
 }
 

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The userspace side of the XDP fast path: a thin adapter over the libbpf skeleton (maps, load)
-// and libxdp (attach/detach). Everything it writes into the maps uses the structs of
-// include/xagg/fastpath.h, the same ones the BPF program reads.
+// and the kernel's bpf_link for XDP (attach, pinned so a restart takes it over). Everything it
+// writes into the maps uses the structs of include/xagg/fastpath.h, the same ones the BPF program
+// reads.
 #pragma once
 
 #include <netinet/in.h>
@@ -17,7 +18,6 @@
 #include "xagg/fastpath.h"
 
 struct xagg_fastpath;  // the generated skeleton
-struct xdp_program;
 
 namespace xagg {
 
@@ -80,11 +80,12 @@ public:
     bool reused_pinned_maps() const { return reused_pins_; }
     // Removes the pins: the maps die with the last program and fd that hold them.
     void unpin();
-    // Loads (through libxdp) and attaches XDP to the interface, and the fan-out program to its
-    // TC ingress.
+    // Loads (if not yet) and attaches XDP to the interface through a bpf_link, pinned in
+    // pin_dir when set (so a restarted daemon takes it over), and the fan-out program to its
+    // TC ingress. Refuses an interface that runs an XDP program not behind that pin.
     void attach(const std::string &ifname, AttachMode mode);
     void detach();
-    bool attached() const { return xdp_prog_ != nullptr; }
+    bool attached() const { return xdp_link_fd_ >= 0; }
     // Asks the kernel (not our own bookkeeping) what runs on the interface now.
     Attachment attachment() const;
 
@@ -114,11 +115,13 @@ public:
 private:
     void ensure_loaded() const;
     void attach_fanout();
-    void detach_stale(int ifindex, const std::string &ifname);
+    // The link a previous run pinned, updated to our program; -1 if there is none to take.
+    int take_over_pinned_link(int ifindex, uint8_t wanted_mode);
 
     FastPathConfig config_;
     xagg_fastpath *skel_ = nullptr;
-    xdp_program *xdp_prog_ = nullptr;
+    int xdp_link_fd_ = -1;
+    std::string link_pin_;  // where the XDP link is pinned (empty: not pinned)
     int ifindex_ = 0;
     bool tc_hook_created_ = false;  // we made the clsact qdisc, so we remove it
     uint32_t tc_handle_ = 0, tc_priority_ = 0;

@@ -2,6 +2,7 @@
 #include "netns.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -15,6 +16,13 @@ namespace xagg::sys {
 void enter_netns(const std::string &name)
 {
     const std::string path = "/run/netns/" + name;
+    // Already there (entered by whoever started us, e.g. scripts/xaggd-as-unit): nothing to do,
+    // and nothing that needs CAP_SYS_ADMIN, which a daemon under its unit does not have.
+    struct stat want {
+    }, have{};
+    if (stat(path.c_str(), &want) == 0 && stat("/proc/thread-self/ns/net", &have) == 0 &&
+        want.st_dev == have.st_dev && want.st_ino == have.st_ino)
+        return;
     int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         throw std::system_error(errno, std::generic_category(),

@@ -46,6 +46,14 @@ inline nlohmann::json control(const std::string &socket_path, const nlohmann::js
     return nlohmann::json::parse(reply);
 }
 
+// xaggd's command line as its systemd unit runs it: scripts/xaggd-as-unit enters the namespace,
+// then keeps only the capabilities systemd/xaggd.service grants (read from the unit itself).
+inline std::vector<std::string> xaggd_as_unit(const std::string &netns, const std::string &config)
+{
+    return {XAGG_SOURCE_DIR "/scripts/xaggd-as-unit", "--netns",  netns,
+            XAGG_BINARY_DIR "/daemon/xaggd",          "--config", config};
+}
+
 class DaemonTest : public ::testing::Test {
 protected:
     void SetUp() override
@@ -67,8 +75,9 @@ protected:
     }
 
     std::string write_config(const Topology &topo, uint32_t max_chunks = 4096,
-                             uint32_t min_job_chunks = 256) const
+                             uint32_t min_job_chunks = 256)
     {
+        netns_ = topo.agg();
         std::string path = dir_ + "/xaggd.conf";
         std::ofstream(path) << "# written by the integration test\n"
                             << "interface = eth0\n"
@@ -96,9 +105,7 @@ protected:
     std::unique_ptr<Process> start_daemon(const std::string &config, const std::string &log)
     {
         std::filesystem::remove(socket_);
-        auto p = std::make_unique<Process>(
-            std::vector<std::string>{XAGG_BINARY_DIR "/daemon/xaggd", "--config", config},
-            dir_ + "/" + log);
+        auto p = std::make_unique<Process>(xaggd_as_unit(netns_, config), dir_ + "/" + log);
         for (int i = 0; i < 200; i++) {
             try {
                 control(socket_, {{"op", "stats"}});
@@ -112,6 +119,7 @@ protected:
     }
 
     std::string dir_, bpffs_, socket_;
+    std::string netns_;  // the aggregator namespace of the last write_config
 };
 
 }  // namespace xagg::test
