@@ -28,6 +28,9 @@ json parse(const std::string &value, const std::string &what)
     }
 }
 
+// A live placement is redone when that makes its slowest node at least this much faster.
+constexpr double kRebalanceGain = 0.25;
+
 std::vector<uint64_t> partition_sizes(const ClusterJob &job)
 {
     std::vector<uint64_t> sizes;
@@ -161,6 +164,7 @@ std::optional<ClusterPlacement> replace(const ClusterJob &job,
     }
     const bool same_spec = current && current->job_revision == job.revision &&
                            current->partitions.size() == sizes.size();
+    const std::vector<sched::Node> before_this_job = nodes;
     ClusterPlacement next{job.id, job.revision, std::vector<std::string>(sizes.size())};
     std::vector<sched::Partition> orphans;
     std::vector<size_t> orphan_of;
@@ -172,8 +176,28 @@ std::optional<ClusterPlacement> replace(const ClusterJob &job,
             orphan_of.push_back(i);
         }
     }
-    if (orphans.empty())
-        return std::nullopt;  // every partition is on a live node, for this spec
+    if (orphans.empty()) {
+        // Every partition is on a live node, for this spec. Still, a node that joined since
+        // (or one that was busy then) may finish this job's work much sooner: placed afresh,
+        // the slowest node's time must improve by a clear margin to be worth moving partitions
+        // (each move costs the job's workers a rendezvous), so placements do not flap.
+        std::vector<sched::Node> fresh_nodes = before_this_job;
+        std::vector<sched::Partition> all;
+        for (size_t i = 0; i < sizes.size(); i++)
+            all.push_back({static_cast<uint32_t>(i), sizes[i], job.workers});
+        std::vector<uint32_t> fresh = sched::place(fresh_nodes, all);
+        auto slowest = [](const std::vector<sched::Node> &ns) {
+            double t = 0;
+            for (const sched::Node &n : ns)
+                t = std::max(t, n.load / n.rate);
+            return t;
+        };
+        if (slowest(fresh_nodes) >= (1 - kRebalanceGain) * slowest(nodes))
+            return std::nullopt;
+        for (size_t i = 0; i < sizes.size(); i++)
+            next.partitions[i] = live[fresh[i]].name;
+        return next;
+    }
     std::vector<uint32_t> where = sched::place(nodes, orphans);
     for (size_t k = 0; k < orphans.size(); k++)
         next.partitions[orphan_of[k]] = live[where[k]].name;

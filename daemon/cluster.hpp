@@ -66,7 +66,9 @@ uint64_t job_chunks(const ClusterJob &job);
 // The placement `job` should have: partitions already on live nodes stay there (moving them
 // would cost a round of all its workers); the others (all of a new job's, a dead node's) are
 // placed by sched::place over the live nodes, given the memory and load `others` already put
-// on them. Returns nullopt when `current` needs no change; empty partitions when no node lives.
+// on them. A placement whose partitions all live is redone from scratch only when that makes
+// its slowest node at least 25% faster (a node joined later, or others' load left). Returns
+// nullopt when `current` needs no change; empty partitions when no node lives.
 std::optional<ClusterPlacement> replace(const ClusterJob &job,
                                         const std::optional<ClusterPlacement> &current,
                                         const std::vector<ClusterNode> &live,

@@ -3,6 +3,8 @@
 // job's partitions, each node's share, and the records' parsing.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "cluster.hpp"
 #include "xagg/proto.h"
 
@@ -47,6 +49,27 @@ TEST(ClusterTest, APlacementOnLiveNodesStaysAndADeadNodesPartitionsMove)
     EXPECT_EQ(p->partitions, (std::vector<std::string>{"a", "b", "b", "a"}));
     // No node alive: nothing to do.
     EXPECT_EQ(replace(j, current, {}, {}, {j}), std::nullopt);
+}
+
+TEST(ClusterTest, ANodeThatJoinsLaterGetsPartitionsButSmallGainsMoveNothing)
+{
+    ClusterJob j = job(7, 300000, 200);  // partitions of 200 and 198 chunks
+    // Both partitions went to a while it was alone; b joins: the slowest node's time halves.
+    auto p = replace(j, ClusterPlacement{7, 5, {"a", "a"}}, {node("a"), node("b")}, {}, {j});
+    ASSERT_TRUE(p);
+    EXPECT_EQ(p->partitions, (std::vector<std::string>{"a", "b"}));
+    // Once spread, a third node changes nothing: one partition per node is already the best.
+    EXPECT_EQ(replace(j, *p, {node("a"), node("b"), node("c")}, {}, {j}), std::nullopt);
+    // Four partitions on three nodes: the best is two, one, one; three, one is 1.5x that, and
+    // worth a move; two, two is 1x that and is not.
+    ClusterJob four = job(8, 300000, 100);
+    auto q = replace(four, ClusterPlacement{8, 5, {"a", "a", "a", "b"}},
+                     {node("a"), node("b"), node("c")}, {}, {four});
+    ASSERT_TRUE(q);
+    EXPECT_EQ(std::count(q->partitions.begin(), q->partitions.end(), "c"), 1);
+    EXPECT_EQ(replace(four, ClusterPlacement{8, 5, {"a", "a", "b", "b"}},
+                      {node("a"), node("b"), node("c")}, {}, {four}),
+              std::nullopt);
 }
 
 TEST(ClusterTest, AChangedSpecIsPlacedAfresh)

@@ -179,12 +179,8 @@ TEST_F(ClientIntegration, AClusterJobIsPlacedAcrossTwoNodesAndSurvivesLosingOne)
     auto daemon0 = start_daemon(dir_ + "/xaggd.conf", "xaggd.log");
     std::string socket1 = dir_ + "/xaggd1.sock", config1 = write_second_config(agg1, socket1);
     std::ofstream(config1, std::ios::app) << cluster_keys("n1", "10.77.0.101");
-    auto daemon1 = std::make_unique<Process>(
-        std::vector<std::string>{XAGG_BINARY_DIR "/daemon/xaggd", "--config", config1},
-        dir_ + "/xaggd1.log");
 
-    // The operator creates the job in etcd; the nodes place it, one partition each, and each
-    // creates its share as a local job.
+    // The operator creates the job in etcd while node 0 is alone: it takes both partitions.
     std::string created = run_command(
         "ip netns exec " + topo.sw() + " " XAGG_BINARY_DIR "/tools/xaggctl cluster --etcd " +
         endpoint + " --prefix " + prefix + " job create --id 7 --workers 3 --elems " +
@@ -213,8 +209,16 @@ TEST_F(ClientIntegration, AClusterJobIsPlacedAcrossTwoNodesAndSurvivesLosingOne)
             return 0;
         }
     };
-    for (int i = 0;
-         i < 200 && !(placement().size() == 2 && local_elems(socket_) && local_elems(socket1)); i++)
+    for (int i = 0; i < 600 && !(placement() == json::array({"n0", "n0"}) && local_elems(socket_));
+         i++)
+        std::this_thread::sleep_for(50ms);
+    ASSERT_EQ(placement(), json::array({"n0", "n0"})) << daemon0->output();
+    // Node 1 joins later: the placement follows it, one partition each, and each node holds its
+    // share as a local job.
+    auto daemon1 = std::make_unique<Process>(xaggd_as_unit(agg1, config1), dir_ + "/xaggd1.log");
+    for (int i = 0; i < 600 && !(placement() == json::array({"n0", "n1"}) && local_elems(socket1) &&
+                                 local_elems(socket_) == (197 + 4) * XAGG_CHUNK_ELEMS);
+         i++)
         std::this_thread::sleep_for(50ms);
     ASSERT_EQ(placement(), json::array({"n0", "n1"})) << daemon1->output();
     // Each holds its half of the 391 blocks, rounded up plus one, and their exponent chunks.
@@ -349,7 +353,7 @@ TEST_F(ClientIntegration, ATensorSplitAcrossTwoAggregatorsGetsTheSameResultAsOne
     auto daemon = start_daemon(write_config(topo), "xaggd.log");
     // The second node's daemon: the same config but for its namespace, pins, state and socket.
     std::string socket2 = dir_ + "/xaggd2.sock", config2 = write_second_config(agg2, socket2);
-    Process daemon2({XAGG_BINARY_DIR "/daemon/xaggd", "--config", config2}, dir_ + "/xaggd2.log");
+    Process daemon2(xaggd_as_unit(agg2, config2), dir_ + "/xaggd2.log");
     for (int i = 0; i < 200 && !std::filesystem::exists(socket2); i++)
         std::this_thread::sleep_for(25ms);
     create_job(7, kWorkers, 1024);               // the whole tensor on node 1
