@@ -237,6 +237,7 @@ Measurement measure_fastpath(const Topology &topo, Generator &gen, int cores, ui
         inet_pton(AF_INET, "239.88.0.1", &job.group);
         job.group_port = kWorkerPort;
         job.fanout = fanout;
+        job.tag = 1;
         fp.put_job(job);
         for (uint32_t r = 0; r < workers; r++)
             fp.put_member(1, r, in_addr{htonl(kGenIp + r)}, kWorkerPort);
@@ -266,7 +267,7 @@ Measurement measure_fastpath(const Topology &topo, Generator &gen, int cores, ui
         if (std::getenv("XAGG_BENCH_DEBUG"))
             for (uint32_t idx : {0u, 1u, 2u, 8192u, 8193u, 8194u}) {
                 xagg_slot sl = fp.slot(idx);
-                std::fprintf(stderr, "  slot %u: job %u round %u seen %llx\n", idx, sl.job_id,
+                std::fprintf(stderr, "  slot %u: tag %u round %u seen %llx\n", idx, sl.tag,
                              sl.round, static_cast<unsigned long long>(sl.seen));
             }
         fp.detach();
@@ -288,6 +289,7 @@ Measurement measure_hostpath(const Topology &topo, Generator &gen, int cores, ui
         job.workers = workers;
         job.chunks = 2 * kChunksPerCpu;
         job.host_path = true;
+        job.tag = 1;
         inet_pton(AF_INET, "239.88.0.1", &job.group);
         job.group_port = kWorkerPort;
         for (uint32_t r = 0; r < workers; r++)
@@ -296,6 +298,7 @@ Measurement measure_hostpath(const Topology &topo, Generator &gen, int cores, ui
         spec.id = 1;
         spec.members = job.member_bitmap();
         spec.host_path = true;
+        spec.tag = 1;
         fp.put_job(spec);
         for (uint32_t r = 0; r < workers; r++)  // the fast path checks membership first
             fp.put_member(1, r, in_addr{htonl(kGenIp + r)}, kWorkerPort);

@@ -44,20 +44,20 @@ static __always_inline int mac_equal(const unsigned char *a, const unsigned char
 }
 
 /* The slot's spin lock makes each packet's update atomic as a whole. */
-static __always_inline enum xagg_slot_verdict update_slot(struct xagg_slot *slot, __u32 job_id,
-                                                          __u32 round, __s32 exponent, __u64 bit,
-                                                          __u64 members, __s32 *vals,
+static __always_inline enum xagg_slot_verdict update_slot(struct xagg_slot *slot, __u32 tag,
+                                                          __u32 chunk, __u32 round, __s32 exponent,
+                                                          __u64 bit, __u64 members, __s32 *vals,
                                                           __u64 *seen_out)
 {
     /* No helper may be called under the lock, and reading the clock on every packet costs
      * ~10%: read it only when this packet may start a round. The unlocked peek is safe: if it
      * sees the packet's round, that round was claimed already and cannot be claimed again. */
     __u64 now = 0;
-    if (slot->round != round || slot->seen == 0 || slot->job_id != job_id)
+    if (slot->round != round || !xagg_slot_owned(slot, tag, chunk))
         now = bpf_ktime_get_ns();
     bpf_spin_lock(&slot->lock);
     enum xagg_slot_verdict verdict =
-        xagg_slot_update(slot, now, job_id, round, exponent, bit, members, vals, seen_out);
+        xagg_slot_update(slot, now, tag, chunk, round, exponent, bit, members, vals, seen_out);
     bpf_spin_unlock(&slot->lock);
     return verdict;
 }
@@ -150,7 +150,8 @@ int xagg_fastpath(struct xdp_md *ctx)
         return count(XAGG_CNT_PASS_HOST_OVERFLOW, XDP_PASS);
 
     __u64 seen = 0;
-    switch (update_slot(slot, job_id, round, hdr->exponent, bit, job->members, vals, &seen)) {
+    switch (
+        update_slot(slot, job->tag, chunk, round, hdr->exponent, bit, job->members, vals, &seen)) {
     case XAGG_SLOT_ADDED: return count(XAGG_CNT_AGGREGATED, XDP_DROP);
     case XAGG_SLOT_DUPLICATE: return count(XAGG_CNT_DROP_DUPLICATE, XDP_DROP);
     case XAGG_SLOT_STALE: return count(XAGG_CNT_DROP_STALE_ROUND, XDP_DROP);

@@ -109,7 +109,7 @@ ControlApi::ControlApi(JobTable &jobs, Datapath &datapath, uint16_t xagg_port,
 }
 
 // A job as the API shows it: the table's view plus its straggler events.
-json ControlApi::describe(uint32_t job_id) const
+json ControlApi::describe(uint32_t job_id, Progress progress) const
 {
     json j = job_json(jobs_, job_id);
     json events = json::array();
@@ -125,8 +125,14 @@ json ControlApi::describe(uint32_t job_id) const
     }
     j["straggler_events"] = events;
     j["straggler_events_total"] = total;
-    j["progress"] =
-        to_json(job_progress(*jobs_.find(job_id), datapath_.slot_states(*jobs_.find(job_id))));
+    const Job &job = *jobs_.find(job_id);
+    switch (progress) {
+    case Progress::read:
+        j["progress"] = to_json(job_progress(job, datapath_.slot_states(job)));
+        break;
+    case Progress::none_yet: j["progress"] = to_json(job_progress(job, {})); break;
+    case Progress::omitted: j["progress"] = nullptr; break;
+    }
     return j;
 }
 
@@ -233,7 +239,7 @@ json ControlApi::create_job(const json &r)
         throw;
     }
     rebalance();
-    return {{"job", describe(id)}};
+    return {{"job", describe(id, Progress::none_yet)}};
 }
 
 void ControlApi::note_progress(const std::map<uint32_t, uint64_t> &rounds_done)
@@ -248,24 +254,26 @@ void ControlApi::note_progress(const std::map<uint32_t, uint64_t> &rounds_done)
 bool ControlApi::rebalance()
 {
     auto layout = jobs_.layout(rounds_done_);
-    std::vector<uint32_t> moving;
+    // What stays put: a job whose region keeps its base keeps the chunks both layouts give it
+    // where they are; one whose region moves goes through the host path whole.
+    std::map<uint32_t, uint32_t> keep;
     for (const auto &[id, region] : layout) {
         const Job &job = *jobs_.find(id);
         Region now{job.region_base, job.region_chunks};
         if (!(now == region) && (now.chunks || region.chunks))
-            moving.push_back(id);
+            keep[id] = now.base == region.base ? std::min(now.chunks, region.chunks) : 0;
     }
     // All out first, then all in: a job's new region may be where another job's old one was.
-    for (uint32_t id : moving)
-        if (jobs_.find(id)->region_chunks)
-            datapath_.move_to_host(*jobs_.find(id));
-    for (uint32_t id : moving) {
+    for (const auto &[id, kept] : keep)
+        if (jobs_.find(id)->region_chunks > kept)
+            datapath_.shrink_fast(*jobs_.find(id), kept);
+    for (const auto &[id, kept] : keep) {
         jobs_.set_region(id, layout[id]);
-        datapath_.move_to_fast(*jobs_.find(id));
+        datapath_.grow_fast(*jobs_.find(id), kept);
         spdlog::info("job {}: {} of its {} chunks on the fast path (slots from chunk {})", id,
                      layout[id].chunks, jobs_.find(id)->chunks, layout[id].base);
     }
-    return !moving.empty();
+    return !keep.empty();
 }
 
 const Job &ControlApi::apply_eviction(uint32_t job_id, uint32_t rank)
@@ -348,7 +356,7 @@ json ControlApi::join(const json &r)
         if (stragglers_)
             stragglers_->pardon(id, rank);
     }
-    return {{"job", describe(id)}, {"aggregator", {{"port", xagg_port_}}}};
+    return {{"job", describe(id, Progress::omitted)}, {"aggregator", {{"port", xagg_port_}}}};
 }
 
 json ControlApi::leave(const json &r)

@@ -25,12 +25,14 @@ public:
     virtual void put_member(uint32_t job_id, const Member &member) = 0;
     virtual void delete_member(uint32_t job_id, uint32_t rank) = 0;
     // Re-dividing memory moves a job's chunks between the paths with their sums in flight, in
-    // two steps. move_to_host: the fast path stops taking the job's region (as in `job`) and
-    // its slots go to the host path, which holds (drops, counted) the job's traffic until
-    // move_to_fast: the job's new region (as in `job`) is filled with the host path's state of
-    // those chunks, the fast path takes them, and the host path serves the rest again.
-    virtual void move_to_host(const Job &job) = 0;
-    virtual void move_to_fast(const Job &job) = 0;
+    // steps of a few thousand chunks, so that no chunk's traffic is held (dropped, counted as
+    // drop_moving, recovered by retransmission) for longer than one step's copy.
+    // shrink_fast: chunks [keep, job.region_chunks) of the job's current region leave the fast
+    // path for the host path; the fast path keeps the prefix [0, keep) where it is.
+    // grow_fast: `job` carries its new region; chunks [from, job.region_chunks) come to the
+    // fast path there, with the host path's state of them; [0, from) are there already.
+    virtual void shrink_fast(const Job &job, uint32_t keep) = 0;
+    virtual void grow_fast(const Job &job, uint32_t from) = 0;
     // The job's slots on both paths that hold a round (for its progress and stragglers).
     virtual std::vector<SlotState> slot_states(const Job &) const { return {}; }
     virtual Counters counters() const = 0;
@@ -98,7 +100,11 @@ private:
     const Job &apply_eviction(uint32_t job_id, uint32_t rank);
     // Applies the table's layout: every job whose region changes moves. Whether any did.
     bool rebalance();
-    nlohmann::json describe(uint32_t job_id) const;
+    // How a description gets the job's round progress: read from its slots (a pass over them
+    // all, costly for large jobs), known to be none (a job just created: its tag is new, so no
+    // slot is its), or left out (null).
+    enum class Progress { read, none_yet, omitted };
+    nlohmann::json describe(uint32_t job_id, Progress progress = Progress::read) const;
 
     JobTable &jobs_;
     Datapath &datapath_;

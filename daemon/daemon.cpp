@@ -63,8 +63,33 @@ JobSpec job_spec(const Job &job)
     spec.fanout = job.fanout;
     spec.group = job.group;
     spec.group_port = job.group_port;
+    spec.tag = job.tag;
     return spec;
 }
+
+// How long a move took, and the longest any chunk's traffic was held by one of its steps.
+class MoveTimer {
+public:
+    void hold() { held_ = Clock::now(); }
+    void released()
+    {
+        longest_ = std::max(longest_, Clock::now() - held_);
+        steps_++;
+    }
+    void log(uint32_t job, uint32_t chunks, const char *where) const
+    {
+        using ms = std::chrono::duration<double, std::milli>;
+        spdlog::info("job {}: {} chunks moved {} in {} steps, {:.1f} ms; longest hold {:.2f} ms",
+                     job, chunks, where, steps_, ms(Clock::now() - started_).count(),
+                     ms(longest_).count());
+    }
+
+private:
+    using Clock = std::chrono::steady_clock;
+    Clock::time_point started_ = Clock::now(), held_;
+    Clock::duration longest_{};
+    unsigned steps_ = 0;
+};
 
 // Every change goes to the fast path's maps (unless the node runs host path only) and to the
 // host-side parameter server.
@@ -99,28 +124,67 @@ public:
             fast_->delete_member(id, rank);
         host_.delete_member(id, rank);
     }
-    // Without a fast path every region is empty and nothing ever moves.
-    void move_to_host(const Job &job) override
+    // Without a fast path every region is empty and nothing ever moves. Both moves go a step
+    // of kMoveStep chunks at a time, so that each chunk is held only while its own step copies
+    // (a few milliseconds), however large the job.
+    void shrink_fast(const Job &job, uint32_t keep) override
     {
         before_move_();
-        host_.hold(job.id);
-        Job none = job;
-        none.region_chunks = 0;
-        fast_->put_job(job_spec(none));
-        // A program that looked the job up before the update may still be adding into the
-        // region: XDP runs to completion in softirq within microseconds, so this wait outlasts
-        // any such packet before the slots are read.
-        std::this_thread::sleep_for(kGrace);
-        host_.import_slots(job.id, 0, fast_->slots(2 * job.region_base, 2 * job.region_chunks));
+        MoveTimer timer;
+        for (uint32_t end = job.region_chunks; end > keep;) {
+            const uint32_t first = end - std::min(kMoveStep, end - keep);
+            Job step = job;
+            step.region_chunks = first;
+            timer.hold();
+            host_.hold(job.id, first, end);
+            fast_->put_job(job_spec(step));
+            // A program that looked the job up before the update may still be adding into
+            // these slots: XDP runs to completion in softirq within microseconds, so this wait
+            // outlasts any such packet before the slots are read.
+            std::this_thread::sleep_for(kGrace);
+            fast_->for_each_slot_batch(2 * (job.region_base + first), 2 * (end - first),
+                                       [&](uint32_t slot, std::span<const xagg_slot> batch) {
+                                           host_.import_slots(job, slot / 2 - job.region_base,
+                                                              batch);
+                                       });
+            host_.put_job(step);
+            host_.release(job.id);
+            timer.released();
+            end = first;
+        }
+        timer.log(job.id, job.region_chunks - keep, "to the host path");
     }
-    void move_to_fast(const Job &job) override
+    void grow_fast(const Job &job, uint32_t from) override
     {
         before_move_();
-        // The fast path has the job with no region here (new, or moved out): fill the new
-        // region first, then hand it the chunks.
-        fast_->write_slots(2 * job.region_base, host_.export_slots(job.id, job.region_chunks));
+        MoveTimer timer;
+        for (uint32_t first = from; first < job.region_chunks;) {
+            const uint32_t end = first + std::min(kMoveStep, job.region_chunks - first);
+            Job step = job;
+            step.region_chunks = end;
+            timer.hold();
+            host_.hold(job.id, first, end);  // returns once no host thread adds into them
+            // Only chunks the host path holds something of: a slot without this job's tag and
+            // chunk counts as empty on the fast path, so nothing else needs writing.
+            HostPs::Exported state = host_.export_slots(job.id, first, end);
+            std::vector<uint32_t> keys;
+            keys.reserve(state.slots.size());
+            for (uint32_t chunk : state.chunks)
+                for (uint32_t parity : {0u, 1u})
+                    keys.push_back(2 * (job.region_base + chunk) + parity);
+            fast_->write_slots(keys, state.slots);
+            fast_->put_job(job_spec(step));
+            host_.put_job(step);
+            host_.release(job.id);
+            timer.released();
+            first = end;
+        }
+        if (job.region_chunks > from)
+            timer.log(job.id, job.region_chunks - from, "to the fast path");
+        // The job as the table has it now (also when nothing came in: a region that only
+        // shrank, or moved to nothing).
         fast_->put_job(job_spec(job));
-        host_.move_to_fast(job);
+        host_.put_job(job);
     }
     std::vector<SlotState> slot_states(const Job &job) const override
     {
@@ -140,6 +204,7 @@ public:
 
 private:
     static constexpr auto kGrace = std::chrono::milliseconds(2);
+    static constexpr uint32_t kMoveStep = 2048;  // chunks: 12 MiB of slots
     FastPath *fast_;
     HostPs &host_;
     std::function<void()> before_move_;

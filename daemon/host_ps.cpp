@@ -14,6 +14,7 @@
 #include <ctime>
 #include <cstring>
 #include <system_error>
+#include <thread>
 
 #include "xagg/slot.h"
 #include "xagg/wire.hpp"
@@ -94,8 +95,11 @@ HostPs::HostPs(uint16_t port, const std::string &ifname, unsigned threads) : por
         throw std::system_error(errno, std::generic_category(), "interface " + ifname);
     for (unsigned i = 0; i < threads; i++)
         fds_.push_back(bind_socket(port, ifindex_));
-    for (int fd : fds_)
-        threads_.emplace_back([this, fd] { serve(fd); });
+    busy_ = std::make_unique<std::atomic<uint64_t>[]>(threads);
+    for (unsigned i = 0; i < threads; i++)
+        busy_[i] = kIdle;
+    for (size_t i = 0; i < fds_.size(); i++)
+        threads_.emplace_back([this, i] { serve(fds_[i], i); });
     spdlog::info("host parameter server on UDP port {} with {} threads", port, threads);
 }
 
@@ -115,12 +119,20 @@ std::shared_ptr<const HostPs::Jobs> HostPs::jobs() const
 }
 
 // Jobs are read per batch by the serving threads: each change publishes a new snapshot.
-void HostPs::publish(const std::function<void(Jobs &)> &edit)
+uint64_t HostPs::publish(const std::function<void(Jobs &)> &edit)
 {
     std::lock_guard g(jobs_lock_);
     auto next = std::make_shared<Jobs>(*jobs_);
     edit(*next);
     jobs_ = std::move(next);
+    return ++version_;
+}
+
+void HostPs::wait_for_threads(uint64_t version) const
+{
+    for (size_t i = 0; i < threads_.size(); i++)
+        for (uint64_t v; (v = busy_[i].load()) != kIdle && v < version;)
+            std::this_thread::yield();  // a batch of at most 64 datagrams: microseconds
 }
 
 void HostPs::put_job(const Job &job)
@@ -158,43 +170,47 @@ void HostPs::delete_member(uint32_t job_id, uint32_t rank)
     });
 }
 
-void HostPs::hold(uint32_t job_id)
+void HostPs::hold(uint32_t job_id, uint32_t first, uint32_t end)
 {
-    publish([&](Jobs &j) { j.held.insert(job_id); });
+    wait_for_threads(publish([&](Jobs &j) { j.held[job_id] = {first, end}; }));
 }
 
-void HostPs::move_to_fast(const Job &job)
+void HostPs::release(uint32_t job_id)
 {
-    put_job(job);
-    publish([&](Jobs &j) { j.held.erase(job.id); });
+    publish([&](Jobs &j) { j.held.erase(job_id); });
 }
 
-void HostPs::import_slots(uint32_t job_id, uint32_t first_chunk,
-                          const std::vector<xagg_slot> &slots)
+void HostPs::import_slots(const Job &job, uint32_t first_chunk, std::span<const xagg_slot> slots)
 {
     for (size_t i = 0; i + 1 < slots.size(); i += 2) {
-        uint32_t chunk = first_chunk + static_cast<uint32_t>(i / 2);
+        const auto chunk = first_chunk + static_cast<uint32_t>(i / 2);
+        const bool has[2] = {xagg_slot_owned(&slots[i], job.tag, chunk) != 0,
+                             xagg_slot_owned(&slots[i + 1], job.tag, chunk) != 0};
         Shard &shard = shards_[chunk % kShards];
         std::lock_guard g(shard.lock);
-        uint64_t key = uint64_t{job_id} << 32 | chunk;
-        if (slots[i].seen == 0 && slots[i + 1].seen == 0)
+        const uint64_t key = uint64_t{job.id} << 32 | chunk;
+        if (!has[0] && !has[1]) {
             shard.slots.erase(key);
-        else
-            shard.slots[key] = {slots[i], slots[i + 1]};
+            continue;
+        }
+        auto &pair = shard.slots[key];
+        pair[0] = has[0] ? slots[i] : xagg_slot{};
+        pair[1] = has[1] ? slots[i + 1] : xagg_slot{};
     }
 }
 
-std::vector<xagg_slot> HostPs::export_slots(uint32_t job_id, uint32_t chunks)
+HostPs::Exported HostPs::export_slots(uint32_t job_id, uint32_t first, uint32_t end)
 {
-    std::vector<xagg_slot> out(2 * size_t{chunks});
-    for (uint32_t chunk = 0; chunk < chunks; chunk++) {
+    Exported out;
+    for (uint32_t chunk = first; chunk < end; chunk++) {
         Shard &shard = shards_[chunk % kShards];
         std::lock_guard g(shard.lock);
         auto it = shard.slots.find(uint64_t{job_id} << 32 | chunk);
         if (it == shard.slots.end())
             continue;
-        out[2 * size_t{chunk}] = it->second[0];
-        out[2 * size_t{chunk} + 1] = it->second[1];
+        out.chunks.push_back(chunk);
+        out.slots.push_back(it->second[0]);
+        out.slots.push_back(it->second[1]);
         shard.slots.erase(it);
     }
     return out;
@@ -211,7 +227,7 @@ std::vector<SlotState> HostPs::slot_states(const Job &job) const
             continue;
         for (const xagg_slot &slot : it->second)
             if (slot.seen)
-                out.push_back({chunk, slot.job_id, slot.round, slot.seen, slot.started_ns});
+                out.push_back({chunk, slot.tag, slot.round, slot.seen, slot.started_ns});
     }
     return out;
 }
@@ -224,7 +240,7 @@ Counters HostPs::counters() const
     return c;
 }
 
-void HostPs::serve(int fd)
+void HostPs::serve(int fd, size_t thread)
 {
     static thread_local uint8_t in[kBatch][kMaxDatagram];
     std::vector<Outgoing> out;
@@ -246,6 +262,8 @@ void HostPs::serve(int fd)
         int n = recvmmsg(fd, msgs, kBatch, MSG_DONTWAIT, nullptr);
         if (n <= 0)
             continue;
+        // Which table version this batch works from, so that hold() can wait it out.
+        busy_[thread] = version_.load();
         auto jobs_now = jobs();
         out.clear();
         for (int i = 0; i < n; i++) {
@@ -272,7 +290,10 @@ void HostPs::serve(int fd)
             }
             uint32_t chunk = be32toh(h.chunk), round = be32toh(h.round);
             // Held, or a chunk the fast path owns (a datagram passed up before it took over).
-            if (jobs_now->held.count(job_id) || chunk < job.region_chunks) {
+            auto held = jobs_now->held.find(job_id);
+            if ((held != jobs_now->held.end() && chunk >= held->second.first &&
+                 chunk < held->second.second) ||
+                chunk < job.region_chunks) {
                 count(XAGG_CNT_DROP_MOVING);
                 continue;
             }
@@ -285,8 +306,8 @@ void HostPs::serve(int fd)
                 std::lock_guard g(shard.lock);
                 auto &pair = shard.slots[uint64_t{job_id} << 32 | chunk];
                 verdict =
-                    xagg_slot_update(&pair[round & 1], monotonic_ns(), job_id, round, h.exponent,
-                                     1ull << rank, job.member_bitmap(), vals, &seen);
+                    xagg_slot_update(&pair[round & 1], monotonic_ns(), job.tag, chunk, round,
+                                     h.exponent, 1ull << rank, job.member_bitmap(), vals, &seen);
             }
             auto reply = [&](const sockaddr_in &to, uint8_t extra_flags) {
                 Outgoing &o = out.emplace_back();
@@ -345,6 +366,7 @@ void HostPs::serve(int fd)
             int s = sendmmsg(fd, omsgs, k, 0);
             sent += s > 0 ? static_cast<size_t>(s) : k;
         }
+        busy_[thread] = kIdle;
     }
 }
 

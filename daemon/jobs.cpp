@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <random>
 #include <stdexcept>
 
 namespace xagg::daemon {
@@ -30,6 +31,16 @@ in_addr parse_addr(const std::string &s)
 }
 
 }  // namespace
+
+uint32_t new_tag()
+{
+    static std::random_device source;  // getrandom(2)
+    uint32_t tag;
+    do
+        tag = source();
+    while (tag == XAGG_TAG_NONE);
+    return tag;
+}
 
 nlohmann::json ranks(uint64_t bitmap)
 {
@@ -141,6 +152,7 @@ const Job &JobTable::create(const JobRequest &r)
     job.weight = r.weight;
     job.iterations = r.iterations;
     job.arrival = next_arrival_++;
+    job.tag = new_tag();
     job.host_path = r.host_path;
     job.fanout = r.fanout;
     job.group.s_addr = htonl(ntohl(group_base_.s_addr) + id);
@@ -236,6 +248,7 @@ nlohmann::json JobTable::to_json() const
                        {"weight", j.weight},
                        {"iterations", j.iterations},
                        {"arrival", j.arrival},
+                       {"tag", j.tag},
                        {"host_path", j.host_path},
                        {"fanout", j.fanout},
                        {"group", addr_string(j.group)},
@@ -268,6 +281,9 @@ void JobTable::load_json(const nlohmann::json &saved)
             job.weight = j.at("weight").get<double>();
             job.iterations = j.value("iterations", uint64_t{0});
             job.arrival = j.value("arrival", uint64_t{job.id});
+            // A table saved before tags: a fresh one (sums in flight are rebuilt by
+            // retransmission, as after a reboot).
+            job.tag = j.contains("tag") ? j.at("tag").get<uint32_t>() : new_tag();
             job.host_path = j.at("host_path").get<bool>();
             job.fanout = j.at("fanout").get<bool>();
             job.group = parse_addr(j.at("group").get<std::string>());

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "memory_scheduler.hpp"
+#include "xagg/fastpath.h"
 #include "xagg/proto.h"
 
 namespace xagg::daemon {
@@ -53,6 +54,7 @@ struct Job {
     double weight = 1.0;
     uint64_t iterations = 0;  // 0: not said
     uint64_t arrival = 0;     // creation order, for the policies that care
+    uint32_t tag = 0;         // owner tag of its slots (xagg_job.tag): random, fresh per job
     bool host_path = false;
     bool fanout = false;
     in_addr group{};
@@ -118,6 +120,8 @@ private:
 };
 
 const char *to_string(StragglerPolicy p);
+// A fresh slot owner tag: random (getrandom), never XAGG_TAG_NONE.
+uint32_t new_tag();
 // A rank bitmap as a JSON array of ranks, lowest first.
 nlohmann::json ranks(uint64_t bitmap);
 

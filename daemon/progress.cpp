@@ -23,7 +23,7 @@ JobProgress job_progress(const Job &job, const std::vector<SlotState> &slots)
     const uint64_t members = job.member_bitmap();
     std::map<uint32_t, Latest> latest;  // by chunk
     for (const SlotState &s : slots) {
-        if (s.job_id != job.id || s.seen == 0 || s.chunk >= job.chunks)
+        if (s.tag != job.tag || s.seen == 0 || s.chunk >= job.chunks)
             continue;
         Latest here{s.round, (s.seen & members) == members};
         auto [it, inserted] = latest.emplace(s.chunk, here);

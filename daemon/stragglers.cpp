@@ -13,10 +13,14 @@ std::vector<SlotState> region_states(const std::vector<xagg_slot> &slots)
 void append_region_states(std::span<const xagg_slot> slots, uint32_t first,
                           std::vector<SlotState> &out)
 {
-    for (size_t i = 0; i < slots.size(); i++)
-        if (slots[i].seen)
-            out.push_back({static_cast<uint32_t>((first + i) / 2), slots[i].job_id, slots[i].round,
-                           slots[i].seen, slots[i].started_ns});
+    for (size_t i = 0; i < slots.size(); i++) {
+        // A slot of the region counts only while it holds the chunk it stands for: left-overs
+        // of a previous owner or layout carry another tag or chunk.
+        const auto chunk = static_cast<uint32_t>((first + i) / 2);
+        if (slots[i].seen && slots[i].chunk == chunk)
+            out.push_back(
+                {chunk, slots[i].tag, slots[i].round, slots[i].seen, slots[i].started_ns});
+    }
 }
 
 std::vector<StragglerEvent> StragglerWatch::scan(const Job &job,
@@ -30,7 +34,7 @@ std::vector<StragglerEvent> StragglerWatch::scan(const Job &job,
     const uint64_t timeout_ns = uint64_t{job.timeout_ms} * 1000000;
     uint64_t waiting_for = 0;
     for (const SlotState &s : slots) {
-        if (s.job_id != job.id || s.seen == 0 || (s.seen & full) == full)
+        if (s.tag != job.tag || s.seen == 0 || (s.seen & full) == full)
             continue;  // unused, or complete
         if (now_ns < s.started_ns || now_ns - s.started_ns < timeout_ns)
             continue;

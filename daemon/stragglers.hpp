@@ -20,7 +20,7 @@ namespace xagg::daemon {
 // What a scan needs of a slot (of either path): whose round it is and who is in it.
 struct SlotState {
     uint32_t chunk = 0;  // the job's chunk index
-    uint32_t job_id = 0;
+    uint32_t tag = 0;    // the owner tag the slot carries
     uint32_t round = 0;
     uint64_t seen = 0;
     uint64_t started_ns = 0;

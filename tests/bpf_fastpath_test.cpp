@@ -91,6 +91,7 @@ protected:
         job.fanout = fanout;
         job.group.s_addr = htonl(group_of(id));
         job.group_port = kGroupPort;
+        job.tag = id;  // each job its own owner tag
         fp_->put_job(job);
         for (uint32_t r = 0; r < workers; r++) {
             Member m = member_of(id, r);
@@ -508,6 +509,42 @@ TEST_F(FastPathTest, DisagreeingExponentIsRefused)
     expect_unchanged(f1.build(), XDP_DROP, XAGG_CNT_DROP_BAD_EXPONENT);
 }
 
+TEST_F(FastPathTest, WhatAnotherOwnerOrAnotherChunkLeftInASlotIsNeverAddedTo)
+{
+    // Slot 0 is job A's chunk 0, round parity 0. Left-overs a newer round would otherwise treat
+    // as the chunk's (round 6 > 0 would make round 0 stale, or be added to): each is taken as
+    // empty, and the contribution starts a fresh sum.
+    struct Case {
+        const char *what;
+        uint32_t tag, chunk;
+    };
+    for (const Case &c : {Case{"the previous job of this id (another tag)", kJobA + 100, 0},
+                          Case{"this job's chunk 3, before its region moved", kJobA, 3},
+                          Case{"another job", kJobB, 0}}) {
+        SCOPED_TRACE(c.what);
+        xagg_slot old{};
+        old.tag = c.tag;
+        old.chunk = c.chunk;
+        old.round = 6;
+        old.seen = 0b110;
+        old.sum[0] = 999;
+        const uint32_t key = 0;
+        fp_->write_slots(std::span(&key, 1), std::span(&old, 1));
+        expect(contribution(kJobA, 0, 0, 0, filled(5)).build(), XDP_DROP, XAGG_CNT_AGGREGATED);
+        xagg_slot now = fp_->slot(0);
+        EXPECT_EQ(now.tag, kJobA);
+        EXPECT_EQ(now.chunk, 0u);
+        EXPECT_EQ(now.round, 0u);
+        EXPECT_EQ(now.seen, 0b1u);
+        EXPECT_EQ(now.sum[0], 5);
+    }
+    // The job's own state of the chunk is added to as before.
+    expect_unchanged(contribution(kJobA, 1, 0, 0, filled(7)).build(), XDP_DROP,
+                     XAGG_CNT_AGGREGATED);
+    EXPECT_EQ(fp_->slot(0).seen, 0b11u);
+    EXPECT_EQ(fp_->slot(0).sum[0], 12);
+}
+
 TEST_F(FastPathTest, JobsNeverTouchEachOthersSlots)
 {
     // Job A and job B use the same chunk and round numbers at the same time.
@@ -518,10 +555,11 @@ TEST_F(FastPathTest, JobsNeverTouchEachOthersSlots)
               multicast_result(lastb, filled(-3), 0b11));
     // Job A's region is slots [0, 2*4), job B's [8, 16): check the memory itself.
     xagg_slot a = fp_->slot(0), b = fp_->slot(2 * kRegionChunks);
-    EXPECT_EQ(a.job_id, kJobA);
+    EXPECT_EQ(a.tag, kJobA);
+    EXPECT_EQ(a.chunk, 0u);
     EXPECT_EQ(a.seen, 0b1u);
     EXPECT_EQ(a.sum[0], 1000);
-    EXPECT_EQ(b.job_id, kJobB);
+    EXPECT_EQ(b.tag, kJobB);
     EXPECT_EQ(b.sum[255], -3);
     // A chunk index that would land in job B's region if it were not bounded goes to the host.
     expect_unchanged(contribution(kJobA, 1, 0, kRegionChunks).build(), XDP_PASS,

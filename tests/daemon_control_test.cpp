@@ -32,8 +32,14 @@ public:
     {
         log.push_back("delete_member " + std::to_string(id) + ":" + std::to_string(rank));
     }
-    void move_to_host(const Job &job) override { log.push_back("move_to_host " + region(job)); }
-    void move_to_fast(const Job &job) override { log.push_back("move_to_fast " + region(job)); }
+    void shrink_fast(const Job &job, uint32_t keep) override
+    {
+        log.push_back("shrink_fast " + region(job) + " to " + std::to_string(keep));
+    }
+    void grow_fast(const Job &job, uint32_t from) override
+    {
+        log.push_back("grow_fast " + region(job) + " from " + std::to_string(from));
+    }
     static std::string region(const Job &job)
     {
         return std::to_string(job.id) + " " + std::to_string(job.region_base) + "+" +
@@ -111,7 +117,7 @@ TEST_F(ControlTest, CreateJoinShowLeaveDelete)
     EXPECT_EQ(call(R"({"op":"delete_job","job":1})")["ok"], true);
     EXPECT_EQ(call(R"({"op":"list_jobs"})")["jobs"].size(), 0u);
     EXPECT_EQ(dp_.log, (std::vector<std::string>{
-                           "put_job 1", "move_to_fast 1 0+4", "put_member 1:0 10.0.0.1:9872",
+                           "put_job 1", "grow_fast 1 0+4 from 0", "put_member 1:0 10.0.0.1:9872",
                            "put_member 1:0 10.0.0.1:9872", "delete_member 1:0", "delete_job 1"}));
     EXPECT_EQ(saves_, 5);  // every change, and only changes, is persisted
 }
@@ -131,9 +137,9 @@ TEST_F(ControlTest, MemoryIsRedividedByWeightAsJobsComeAndGo)
     r = call(R"({"op":"show_job","job":1})");
     EXPECT_EQ(r["job"]["fast_path_chunks"], 400);
     EXPECT_EQ(r["job"]["host_path_chunks"], 200);
-    EXPECT_EQ(dp_.log,
-              (std::vector<std::string>{"put_job 2", "move_to_host 1 0+600", "move_to_fast 1 0+400",
-                                        "move_to_fast 2 400+600"}));
+    EXPECT_EQ(dp_.log, (std::vector<std::string>{"put_job 2", "shrink_fast 1 0+600 to 400",
+                                                 "grow_fast 1 0+400 from 400",
+                                                 "grow_fast 2 400+600 from 0"}));
     EXPECT_EQ(call(R"({"op":"stats"})")["fast_path_chunks_used"], 1000);
     // A host-path job takes no memory and moves nobody.
     dp_.log.clear();
@@ -142,8 +148,8 @@ TEST_F(ControlTest, MemoryIsRedividedByWeightAsJobsComeAndGo)
     // Job 2 leaves: job 1 grows back into its memory.
     dp_.log.clear();
     call(R"({"op":"delete_job","job":2})");
-    EXPECT_EQ(dp_.log, (std::vector<std::string>{"delete_job 2", "move_to_host 1 0+400",
-                                                 "move_to_fast 1 0+600"}));
+    // Job 1 keeps its 400 chunks where they are; only the 200 it gains move.
+    EXPECT_EQ(dp_.log, (std::vector<std::string>{"delete_job 2", "grow_fast 1 0+600 from 400"}));
 }
 
 TEST_F(ControlTest, UnderBenefitTheJobNearestItsEndGetsTheMemoryAndItMovesAsThatChanges)
@@ -166,8 +172,8 @@ TEST_F(ControlTest, UnderBenefitTheJobNearestItsEndGetsTheMemoryAndItMovesAsThat
     EXPECT_EQ(call(R"({"op":"show_job","job":1})")["job"]["fast_path_chunks"], 600);
     EXPECT_EQ(call(R"({"op":"show_job","job":2})")["job"]["fast_path_chunks"], 400);
     EXPECT_EQ(dp_.log,
-              (std::vector<std::string>{"move_to_host 1 0+400", "move_to_host 2 400+600",
-                                        "move_to_fast 1 0+600", "move_to_fast 2 600+400"}));
+              (std::vector<std::string>{"shrink_fast 2 400+600 to 0", "grow_fast 1 0+600 from 400",
+                                        "grow_fast 2 600+400 from 0"}));
     EXPECT_EQ(saves_, saves + 1);
 }
 
@@ -309,10 +315,17 @@ TEST_F(ControlTest, StatusDescribesTheNodeItsMemoryAndWhatEachPathCarries)
 
 TEST_F(ControlTest, ShowJobReportsRoundProgressFromTheSlots)
 {
-    call(R"({"op":"create_job","id":3,"workers":2,"gradient_elems":3072})");  // 4 chunks
+    json job = call(R"({"op":"create_job","id":3,"workers":2,"gradient_elems":3072})");  // 4 chunks
+    const auto tag = job["job"]["tag"].get<uint32_t>();  // the owner tag its slots carry
+    EXPECT_NE(tag, XAGG_TAG_NONE);
+    EXPECT_EQ(job["job"]["progress"]["chunks_not_started"], 4) << "a new job has no slot yet";
     // chunk 0: round 5 complete; chunk 1: round 5 waiting for rank 1 (round 4 complete beside
-    // it); chunk 2: round 4 complete; chunk 3: untouched.
-    dp_.states = {{0, 3, 5, 0b11, 0}, {1, 3, 4, 0b11, 0}, {1, 3, 5, 0b01, 0}, {2, 3, 4, 0b11, 0}};
+    // it); chunk 2: round 4 complete; chunk 3: untouched, but for a slot of another owner.
+    dp_.states = {{0, tag, 5, 0b11, 0},
+                  {1, tag, 4, 0b11, 0},
+                  {1, tag, 5, 0b01, 0},
+                  {2, tag, 4, 0b11, 0},
+                  {3, tag + 1, 9, 0b11, 0}};
     json p = call(R"({"op":"show_job","job":3})")["job"]["progress"];
     EXPECT_EQ(p, json::parse(R"({"newest_round":5,"oldest_round":4,"chunks_complete_at_newest":1,
                                  "chunks_in_flight":1,"chunks_not_started":1})"));

@@ -11,6 +11,7 @@ Job job_of(uint32_t chunks, uint32_t workers)
 {
     Job job;
     job.id = 9;
+    job.tag = 9;  // the slots' owner tag: in these tests, the job id
     job.chunks = chunks;
     job.workers = workers;
     return job;
@@ -49,7 +50,7 @@ TEST(ProgressTest, RoundsWrapInSerialOrder)
     EXPECT_EQ(p.complete_at_newest, 1u);
 }
 
-TEST(ProgressTest, EvictedRanksAreNotWaitedForAndOtherJobsSlotsIgnored)
+TEST(ProgressTest, EvictedRanksAreNotWaitedForAndOtherOwnersSlotsIgnored)
 {
     Job job = job_of(2, 3);
     job.evicted = 0b100;
@@ -57,7 +58,7 @@ TEST(ProgressTest, EvictedRanksAreNotWaitedForAndOtherJobsSlotsIgnored)
     JobProgress p = job_progress(job, slots);
     EXPECT_EQ(p.newest_round, 2u);
     EXPECT_EQ(p.complete_at_newest, 1u);
-    EXPECT_EQ(p.not_started, 1u);  // chunk 1's slot belongs to job 4
+    EXPECT_EQ(p.not_started, 1u);  // chunk 1's slot carries another owner's tag
 }
 
 }  // namespace

@@ -14,15 +14,17 @@ Job three_workers()
 {
     Job j;
     j.id = 4;
+    j.tag = 4;  // the slots' owner tag: in these tests, the job id
     j.workers = 3;
     j.timeout_ms = 100;
     return j;
 }
 
-xagg_slot slot(uint32_t job, uint32_t round, uint64_t seen, uint64_t started_ns)
+xagg_slot slot(uint32_t tag, uint32_t round, uint64_t seen, uint64_t started_ns, uint32_t chunk = 0)
 {
     xagg_slot s{};
-    s.job_id = job;
+    s.tag = tag;
+    s.chunk = chunk;
     s.round = round;
     s.seen = seen;
     s.started_ns = started_ns;
@@ -32,10 +34,10 @@ xagg_slot slot(uint32_t job, uint32_t round, uint64_t seen, uint64_t started_ns)
 TEST(StragglerWatchTest, OverduePartialRoundsAreReportedOnceWithTheMissingRanks)
 {
     Job job = three_workers();
-    std::vector<xagg_slot> slots(4);           // two chunks, two round slots each
-    slots[0] = slot(4, 6, 0b011, 1000 * kMs);  // chunk 0, round 6: rank 2 missing
-    slots[1] = slot(4, 5, 0b111, 900 * kMs);   // chunk 0, round 5: complete
-    slots[3] = slot(4, 1, 0b001, 1050 * kMs);  // chunk 1, round 1: ranks 1 and 2 missing
+    std::vector<xagg_slot> slots(4);              // two chunks, two round slots each
+    slots[0] = slot(4, 6, 0b011, 1000 * kMs);     // chunk 0, round 6: rank 2 missing
+    slots[1] = slot(4, 5, 0b111, 900 * kMs);      // chunk 0, round 5: complete
+    slots[3] = slot(4, 1, 0b001, 1050 * kMs, 1);  // chunk 1, round 1: ranks 1, 2 missing
     StragglerWatch watch;
 
     EXPECT_TRUE(watch.scan(job, region_states(slots), 1099 * kMs).empty()) << "not overdue yet";
@@ -67,7 +69,10 @@ TEST(StragglerWatchTest, OverduePartialRoundsAreReportedOnceWithTheMissingRanks)
 TEST(StragglerWatchTest, OtherJobsSlotsAndUnusedSlotsAreIgnored)
 {
     Job job = three_workers();
-    std::vector<xagg_slot> slots = {slot(9, 0, 0b001, 0), slot(4, 0, 0, 0)};
+    // Another owner's slot, an unused one, and one of this job's that holds chunk 5's state
+    // where chunk 1's slot is (left there before its region moved).
+    std::vector<xagg_slot> slots = {slot(9, 0, 0b001, 0), slot(4, 0, 0, 0),
+                                    slot(4, 3, 0b001, 0, 5)};
     StragglerWatch watch;
     EXPECT_TRUE(watch.scan(job, region_states(slots), 10000 * kMs).empty());
 }

@@ -12,8 +12,10 @@
 
 #include "xagg/proto.h"
 
-/* Job ids are non-zero: zero marks a slot that no job has claimed yet. */
+/* Job ids are non-zero. */
 #define XAGG_JOB_ID_NONE 0u
+/* Slot owner tags are non-zero: zero marks a slot that no job has claimed yet. */
+#define XAGG_TAG_NONE 0u
 
 /* Map capacities the loader uses unless told otherwise (it may resize before load). */
 #define XAGG_DEFAULT_MAX_JOBS 256
@@ -37,7 +39,11 @@ struct xagg_job {
     __be32 group_addr;   /* IPv4 multicast group results are sent to */
     __be16 group_port;   /* UDP port results are sent to */
     __u16 reserved;
-    __u32 reserved2;
+    /* The owner tag of the job's slots: random and fresh for every job created. A slot counts
+     * as this job's chunk only while it carries this tag and the chunk's index, so whatever a
+     * previous owner left in the memory (another job, this id's previous job, this job's own
+     * chunks before its region moved) is never mistaken for it: a new job needs no clearing. */
+    __u32 tag;
 };
 
 /* Key of the `members` hash map. */
@@ -63,10 +69,10 @@ struct xagg_member {
  */
 struct xagg_slot {
     struct bpf_spin_lock lock;
-    __u32 job_id;   /* owner; XAGG_JOB_ID_NONE until first claimed */
-    __u32 round;    /* round whose sum this slot holds */
-    __s32 exponent; /* block exponent every contribution of the round must carry */
-    __u32 reserved;
+    __u32 tag;        /* owner: the xagg_job.tag of the job that claimed it; 0 until claimed */
+    __u32 round;      /* round whose sum this slot holds */
+    __s32 exponent;   /* block exponent every contribution of the round must carry */
+    __u32 chunk;      /* the owner's chunk index this slot holds */
     __u64 seen;       /* bitmap of ranks already added */
     __u64 started_ns; /* CLOCK_MONOTONIC when the round's first contribution arrived */
     __s32 sum[XAGG_CHUNK_ELEMS];

@@ -70,19 +70,26 @@ static XAGG_INLINE void xagg_payload_emit(const __s32 *sum, __s32 *vals)
         vals[i] = sum[i];
 }
 
+/* Whether the slot holds something of this job's chunk (else it is free to claim). */
+static XAGG_INLINE int xagg_slot_owned(const struct xagg_slot *slot, __u32 tag, __u32 chunk)
+{
+    return slot->tag == tag && slot->chunk == chunk && slot->seen != 0;
+}
+
 static XAGG_INLINE enum xagg_slot_verdict xagg_slot_update(struct xagg_slot *slot, __u64 now_ns,
-                                                           __u32 job_id, __u32 round,
+                                                           __u32 tag, __u32 chunk, __u32 round,
                                                            __s32 exponent, __u64 bit, __u64 members,
                                                            __s32 *vals, __u64 *seen_out)
 {
     enum xagg_slot_verdict verdict;
 
     /* Serial-number order (RFC 1982): a round up to 2^31 - 1 ahead of the slot's is newer. */
-    if (slot->job_id != job_id || slot->seen == 0 || (__s32)(round - slot->round) > 0) {
+    if (!xagg_slot_owned(slot, tag, chunk) || (__s32)(round - slot->round) > 0) {
         /* First contribution of a newer round: claim the slot. Under the send rule that round is
          * slot->round + 2 and every member has the old result; a larger jump only happens when
          * whole rounds were lost or skipped, and then the old result is not wanted either. */
-        slot->job_id = job_id;
+        slot->tag = tag;
+        slot->chunk = chunk;
         slot->round = round;
         slot->exponent = exponent;
         slot->seen = bit;

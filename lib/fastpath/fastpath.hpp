@@ -45,6 +45,7 @@ struct JobSpec {
     uint64_t members = 0;        // bitmap of ranks
     uint32_t region_base = 0;    // first chunk of its region
     uint32_t region_chunks = 0;  // chunks held on the fast path
+    uint32_t tag = 0;            // owner tag of its slots (xagg_job.tag); never XAGG_TAG_NONE
     bool host_path = false;      // everything to the host-side parameter server
     bool fanout = false;         // results by one unicast copy per member, not multicast
     in_addr group{};             // multicast group of results
@@ -68,6 +69,9 @@ inline uint64_t completions(const Counters &c)
 
 class FastPath {
 public:
+    // Slots per batched map call (12 MiB of slots).
+    static constexpr uint32_t kSlotBatch = 4096;
+
     // Opens the embedded BPF object, sizes its maps and sets the load-time constants. Nothing is
     // in the kernel yet; call load() (for BPF_PROG_TEST_RUN) or attach() (which loads).
     explicit FastPath(const FastPathConfig &config);
@@ -93,7 +97,7 @@ public:
     void delete_job(uint32_t job_id);
     void put_member(uint32_t job_id, uint32_t rank, in_addr addr, uint16_t port);
     void delete_member(uint32_t job_id, uint32_t rank);
-    // Zeroes every slot of a region, so a new owner starts from nothing.
+    // Zeroes every slot of a region (batched), so whatever it held is gone.
     void clear_region(uint32_t base, uint32_t chunks);
 
     Counters counters() const;
@@ -105,8 +109,9 @@ public:
     void for_each_slot_batch(
         uint32_t first, uint32_t count,
         const std::function<void(uint32_t, std::span<const xagg_slot>)> &fn) const;
-    // Overwrites slots [first, first + values.size()), each under its lock.
-    void write_slots(uint32_t first, const std::vector<xagg_slot> &values);
+    // Overwrites slot keys[i] with values[i], each under its lock, a batch of system calls at a
+    // time (BPF_MAP_UPDATE_BATCH): keys need not be contiguous.
+    void write_slots(std::span<const uint32_t> keys, std::span<const xagg_slot> values);
 
     int prog_fd() const;         // the XDP program
     int fanout_prog_fd() const;  // the TC ingress program that copies results per member

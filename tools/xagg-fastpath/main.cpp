@@ -77,6 +77,7 @@ xagg::JobSpec parse_job(const std::string &text)
     job.group_port = to_port(p[3], "job group port");
     job.host_path = p.size() == 5 && p[4] == "host";
     job.fanout = p.size() == 5 && p[4] == "fanout";
+    job.tag = job.id;  // one process owns the maps: the id tells its jobs' slots apart
     return job;
 }
 

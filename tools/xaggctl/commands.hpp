@@ -19,7 +19,7 @@ namespace xagg::ctl {
 struct Globals {
     control::Endpoint endpoint;
     std::string token_file;
-    double timeout_seconds = 5;
+    double timeout_seconds = 30;  // a re-division of GiB-sized jobs takes seconds (XAGGD.md)
     bool json = false;
 };
 

@@ -224,7 +224,7 @@ std::string render_job(const json &j)
             (fast ? " (slots " + std::to_string(base) + "-" + std::to_string(base + fast - 1) + ")"
                   : "") +
             ", " + text(j["host_path_chunks"]) + " on the host path; weight " + text(j["weight"]));
-    if (j.contains("progress")) {
+    if (j.contains("progress") && !j["progress"].is_null()) {
         const json &p = j["progress"];
         if (p["newest_round"].is_null())
             f.add("progress", "no contribution yet");
