@@ -204,7 +204,7 @@ public:
 
 private:
     static constexpr auto kGrace = std::chrono::milliseconds(2);
-    static constexpr uint32_t kMoveStep = 2048;  // chunks: 12 MiB of slots
+    static constexpr uint32_t kMoveStep = 512;  // chunks: 3 MiB of slots
     FastPath *fast_;
     HostPs &host_;
     std::function<void()> before_move_;
