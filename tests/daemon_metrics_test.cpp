@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <fstream>
+#include <set>
+#include <sstream>
 
 #include "metrics.hpp"
 #include "support/process.hpp"
@@ -33,6 +36,39 @@ MetricsSnapshot example()
     s.api_errors = 1;
     s.uptime_seconds = 1.5;
     return s;
+}
+
+// The xagg_* metric names a file of monitoring/ uses.
+std::set<std::string> metric_names_in(const std::string &path)
+{
+    std::ifstream in(path);
+    std::stringstream all;
+    all << in.rdbuf();
+    const std::string r = all.str();
+    std::set<std::string> used;
+    for (size_t at = r.find("xagg_"); at != std::string::npos; at = r.find("xagg_", at + 1)) {
+        if (at > 0 && (std::isalnum(static_cast<unsigned char>(r[at - 1])) || r[at - 1] == '-'))
+            continue;  // inside another word (a file name, the dashboard's uid)
+        size_t end = r.find_first_not_of("abcdefghijklmnopqrstuvwxyz_", at);
+        used.insert(r.substr(at, end - at));
+    }
+    return used;
+}
+
+TEST(MetricsTest, EveryMetricTheAlertsAndTheDashboardUseIsServed)
+{
+    MetricsSnapshot s = example();
+    s.straggler_events[7] = 1;  // a family with no job has no samples
+    const std::string text = render_metrics(s);
+    for (const char *file : {"prometheus/xagg-rules.yml", "grafana/xagg-dashboard.json"}) {
+        std::set<std::string> used =
+            metric_names_in(std::string(XAGG_SOURCE_DIR "/monitoring/") + file);
+        EXPECT_GE(used.size(), 7u) << file;
+        for (const std::string &name : used)
+            EXPECT_TRUE(text.find("\n" + name + "{") != std::string::npos ||
+                        text.find("\n" + name + " ") != std::string::npos)
+                << name << " is in " << file << " but xaggd does not serve it";
+    }
 }
 
 TEST(MetricsTest, SamplesAreExact)
