@@ -27,6 +27,7 @@ control::Endpoint control_endpoint(const Aggregator &a)
     e.socket_path = a.control_socket;
     e.host = a.control_host;
     e.token = a.token;
+    e.tls = a.tls;
     return e;
 }
 

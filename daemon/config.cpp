@@ -111,6 +111,14 @@ std::unique_ptr<CLI::App> make_cli(Config &c)
         ->check(host_port_or_empty);
     app->add_option("--control_token_file", c.control_token_file,
                     "File whose first line is the token TCP requests must carry");
+    app->add_option("--control_tls_cert", c.control_tls_cert,
+                    "PEM certificate (chain) the TCP control API presents (TLS)");
+    app->add_option("--control_tls_key", c.control_tls_key, "PEM private key of control_tls_cert");
+    app->add_option("--control_tls_client_ca", c.control_tls_client_ca,
+                    "PEM CA: TCP clients must present a certificate it signed (optional)");
+    app->add_option("--control_tcp_plaintext", c.control_tcp_plaintext,
+                    "true: serve the TCP control API without TLS (the token travels in clear)")
+        ->capture_default_str();
     app->add_option("--control_max_connections", c.control_max_connections,
                     "Control connections open at once; past that the oldest idle one is closed")
         ->check(CLI::Range(1u, 65536u))
@@ -205,6 +213,15 @@ std::vector<std::string> check_config(const Config &c)
         problems.push_back(
             "control_tcp_address: needs control_token_file (the API is not "
             "offered over TCP without a token)");
+    if (!c.control_tcp_address.empty() && !c.control_tcp_plaintext &&
+        (c.control_tls_cert.empty() || c.control_tls_key.empty()))
+        problems.push_back(
+            "control_tcp_address: needs control_tls_cert and control_tls_key (TLS), or "
+            "control_tcp_plaintext = true to send the token in clear");
+    if (c.control_tcp_plaintext && !c.control_tls_cert.empty())
+        problems.push_back("control_tcp_plaintext: true, but control_tls_cert is set: choose one");
+    if (c.control_tls_cert.empty() != c.control_tls_key.empty())
+        problems.push_back("control_tls_cert and control_tls_key: give both or neither");
     return problems;
 }
 

@@ -29,6 +29,10 @@ struct Config {
     std::string control_socket_mode = "0660";  // octal file mode of the socket
     std::string control_tcp_address;         // HOST:PORT of the API for remote workers; empty: off
     std::string control_token_file;          // file holding the token TCP requests must carry
+    std::string control_tls_cert;            // PEM certificate (chain) of the TCP API's TLS
+    std::string control_tls_key;             // its PEM private key
+    std::string control_tls_client_ca;       // when set: clients need a certificate it signed
+    bool control_tcp_plaintext = false;      // TCP without TLS: only when said explicitly
     uint32_t control_max_connections = 256;  // open control connections at once
     uint32_t control_request_timeout_ms = 10000;     // to send a whole request line
     std::string group_base = "239.77.0.0";           // job N's results go to group_base + N

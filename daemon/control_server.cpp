@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <openssl/ssl.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -44,6 +45,7 @@ const char *to_string(ControlEvent e)
     case ControlEvent::unauthorized: return "unauthorized";
     case ControlEvent::unauthorized_silent: return "unauthorized_silent";
     case ControlEvent::reply_overflow: return "reply_overflow";
+    case ControlEvent::tls_failed: return "tls_failed";
     case ControlEvent::count_: break;
     }
     return "unknown";
@@ -92,10 +94,10 @@ void ControlServer::listen_unix(const std::string &path, const std::string &mode
         errno = err;
         fail_errno("serving the control socket " + path);
     }
-    listeners_.push_back({fd, false});
+    listeners_.push_back({fd, false, nullptr});
 }
 
-void ControlServer::listen_tcp(const std::string &address)
+void ControlServer::listen_tcp(const std::string &address, tls::Context tls)
 {
     size_t colon = address.rfind(':');
     sockaddr_in addr{};
@@ -116,7 +118,7 @@ void ControlServer::listen_tcp(const std::string &address)
         errno = err;
         fail_errno("serving the control API on " + address);
     }
-    listeners_.push_back({fd, true});
+    listeners_.push_back({fd, true, std::move(tls)});
 }
 
 void ControlServer::poll_fds(std::vector<pollfd> &fds) const
@@ -126,7 +128,7 @@ void ControlServer::poll_fds(std::vector<pollfd> &fds) const
     for (const auto &c : connections_) {
         // A connection with a reply to write is not read from until it is written: one request
         // at a time per client, so a client that only sends cannot pile up replies.
-        short events = c.out.empty() ? POLLIN : POLLOUT;
+        short events = c.out.empty() && !c.wants_write ? POLLIN : POLLOUT;
         fds.push_back({c.fd, events, 0});
     }
 }
@@ -143,9 +145,15 @@ void ControlServer::serve(const std::vector<pollfd> &fds, size_t first)
         if (it->closed || fds[i].fd != it->fd)
             continue;
         short re = fds[i].revents;
-        if (re & POLLOUT)
+        if (!(re & (POLLIN | POLLOUT | POLLHUP | POLLERR)))
+            continue;
+        if (it->handshaking && !handshake(*it))
+            continue;
+        if (it->handshaking)
+            continue;  // more of the handshake to come
+        if (!it->out.empty())
             write_to(*it);
-        else if (re & (POLLIN | POLLHUP | POLLERR))
+        else
             read_from(*it);
     }
     expire(Clock::now());
@@ -165,9 +173,8 @@ void ControlServer::accept_all(const Listener &l)
         if (open >= limits_.max_connections) {
             // Make room by closing the oldest connection that is not mid-request; without one,
             // the newcomer waits for nobody: it is closed.
-            auto idle = std::find_if(connections_.begin(), connections_.end(), [](const auto &c) {
-                return !c.closed && c.in.empty() && c.out.empty();
-            });
+            auto idle = std::find_if(connections_.begin(), connections_.end(),
+                                     [](const auto &c) { return !c.closed && !c.busy(); });
             count(ControlEvent::over_limit);
             if (idle == connections_.end()) {
                 close(fd);
@@ -176,15 +183,85 @@ void ControlServer::accept_all(const Listener &l)
             close_connection(*idle);
         }
         auto now = Clock::now();
-        connections_.push_back({fd, l.remote, {}, {}, now, now});
+        Connection &c = connections_.emplace_back();
+        c.fd = fd;
+        c.remote = l.remote;
+        c.opened = c.last_activity = now;
+        if (l.tls) {
+            c.ssl.reset(SSL_new(l.tls.get()));
+            if (!c.ssl || SSL_set_fd(c.ssl.get(), fd) != 1) {
+                tls::last_error();
+                close_connection(c);
+                continue;
+            }
+            SSL_set_accept_state(c.ssl.get());
+            c.handshaking = true;  // the request timeout runs from here
+        }
     }
+}
+
+bool ControlServer::handshake(Connection &c)
+{
+    int r = SSL_do_handshake(c.ssl.get());
+    if (r == 1) {
+        c.handshaking = c.wants_write = false;
+        c.opened = c.last_activity = Clock::now();
+        return true;
+    }
+    int err = SSL_get_error(c.ssl.get(), r);
+    if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+        c.wants_write = err == SSL_ERROR_WANT_WRITE;
+        return true;
+    }
+    // Not TLS, a certificate refused, a peer gone: nothing was read as a request.
+    spdlog::debug("control: TLS handshake failed: {}", tls::last_error());
+    count(ControlEvent::tls_failed);
+    close_connection(c);
+    return false;
+}
+
+ssize_t ControlServer::receive(Connection &c, char *buf, size_t len)
+{
+    if (!c.ssl) {
+        ssize_t n = recv(c.fd, buf, len, 0);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            return 0;
+        return n > 0 ? n : -1;
+    }
+    int n = SSL_read(c.ssl.get(), buf, static_cast<int>(len));
+    if (n > 0)
+        return n;
+    int err = SSL_get_error(c.ssl.get(), n);
+    c.wants_write = err == SSL_ERROR_WANT_WRITE;
+    if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE)
+        return 0;
+    tls::last_error();
+    return -1;
+}
+
+ssize_t ControlServer::transmit(Connection &c, const char *buf, size_t len)
+{
+    if (!c.ssl) {
+        ssize_t n = send(c.fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            return 0;
+        return n > 0 ? n : -1;
+    }
+    int n = SSL_write(c.ssl.get(), buf, static_cast<int>(len));
+    if (n > 0)
+        return n;
+    int err = SSL_get_error(c.ssl.get(), n);
+    if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE)
+        return 0;
+    tls::last_error();
+    return -1;
 }
 
 void ControlServer::read_from(Connection &c)
 {
     char buf[16384];
     for (;;) {
-        ssize_t n = recv(c.fd, buf, sizeof(buf), 0);
+        ssize_t n = receive(c, buf, sizeof(buf));
         if (n > 0) {
             if (c.in.empty())
                 c.opened = Clock::now();  // the request's clock starts at its first byte
@@ -195,7 +272,7 @@ void ControlServer::read_from(Connection &c)
                 return;  // the reply goes first; the rest of the input waits for it
             continue;
         }
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        if (n == 0)
             return;
         // End of stream or an error: whatever complete request came was served; a partial line
         // is dropped, having changed nothing.
@@ -240,13 +317,13 @@ void ControlServer::handle_lines(Connection &c)
 void ControlServer::write_to(Connection &c)
 {
     while (!c.out.empty()) {
-        ssize_t n = send(c.fd, c.out.data(), c.out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t n = transmit(c, c.out.data(), c.out.size());
         if (n > 0) {
             c.out.erase(0, static_cast<size_t>(n));
             c.last_activity = Clock::now();
             continue;
         }
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+        if (n == 0) {
             if (c.out.size() > limits_.max_reply_backlog) {
                 count(ControlEvent::reply_overflow);
                 close_connection(c);
@@ -262,6 +339,9 @@ void ControlServer::write_to(Connection &c)
     }
     c.opened = Clock::now();
     handle_lines(c);  // requests that came behind the one just answered
+    // TLS may hold decrypted bytes the socket will not signal again.
+    if (!c.closed && c.out.empty() && c.ssl && SSL_pending(c.ssl.get()) > 0)
+        read_from(c);
 }
 
 void ControlServer::expire(Clock::time_point now)
@@ -269,7 +349,7 @@ void ControlServer::expire(Clock::time_point now)
     for (auto &c : connections_) {
         if (c.closed)
             continue;
-        bool mid_request = !c.in.empty() || !c.out.empty();
+        bool mid_request = c.busy();
         if ((mid_request && now - c.opened > limits_.request_timeout) ||
             (!mid_request && now - c.last_activity > limits_.idle_timeout)) {
             count(ControlEvent::timed_out);
@@ -285,7 +365,7 @@ int ControlServer::next_deadline_ms() const
     for (const auto &c : connections_) {
         if (c.closed)
             continue;
-        bool mid_request = !c.in.empty() || !c.out.empty();
+        bool mid_request = c.busy();
         next = std::min(next, mid_request ? c.opened + limits_.request_timeout
                                           : c.last_activity + limits_.idle_timeout);
     }
@@ -313,6 +393,9 @@ void ControlServer::close_connection(Connection &c)
 {
     if (c.closed)
         return;
+    if (c.ssl && !c.handshaking)
+        SSL_shutdown(c.ssl.get());  // close_notify, best effort: never waited for
+    c.ssl.reset();
     close(c.fd);
     c.closed = true;
     c.in.clear();

@@ -25,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include "tls.hpp"
+
 namespace xagg::daemon {
 
 // Requests longer than this are refused without being parsed.
@@ -56,6 +58,7 @@ enum class ControlEvent {
     unauthorized,         // refused for a missing or wrong token (TCP)
     unauthorized_silent,  // of those, closed without a reply (rate limit)
     reply_overflow,       // closed for not reading their replies
+    tls_failed,           // TLS handshake failed (not TLS, a bad or missing client certificate)
     count_,
 };
 inline constexpr size_t kControlEvents = static_cast<size_t>(ControlEvent::count_);
@@ -73,9 +76,10 @@ public:
     ControlServer(const ControlServer &) = delete;
     ControlServer &operator=(const ControlServer &) = delete;
 
-    // Listens on a Unix socket (created with `mode`, octal text) or a TCP address HOST:PORT.
+    // Listens on a Unix socket (created with `mode`, octal text) or a TCP address HOST:PORT;
+    // with `tls`, every TCP connection is TLS (handshake first, within the request timeout).
     void listen_unix(const std::string &path, const std::string &mode);
-    void listen_tcp(const std::string &address);
+    void listen_tcp(const std::string &address, tls::Context tls = nullptr);
 
     // The poll loop's part: append what to wait for; then, after poll(), serve what is ready
     // (fds[first..] are the ones poll_fds appended) and close what timed out.
@@ -92,6 +96,7 @@ private:
     struct Listener {
         int fd;
         bool remote;
+        tls::Context tls;  // null: plain
     };
     struct Connection {
         int fd;
@@ -100,9 +105,18 @@ private:
         Clock::time_point opened, last_activity;
         bool closing = false;  // close once `out` is written
         bool closed = false;
+        tls::Connection ssl;       // null: plain
+        bool handshaking = false;  // TLS: accepting
+        bool wants_write = false;  // TLS: the library waits to write (a handshake message)
+        bool busy() const { return handshaking || !in.empty() || !out.empty(); }
     };
 
     void accept_all(const Listener &l);
+    // TLS: moves the handshake on; false when the connection was closed.
+    bool handshake(Connection &c);
+    // recv/send, or their TLS counterparts: >0 bytes, 0 would block, <0 closed or failed.
+    ssize_t receive(Connection &c, char *buf, size_t len);
+    ssize_t transmit(Connection &c, const char *buf, size_t len);
     void read_from(Connection &c);
     void write_to(Connection &c);
     void handle_lines(Connection &c);

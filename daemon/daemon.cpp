@@ -39,6 +39,7 @@
 #include "netns.hpp"
 #include "progress.hpp"
 #include "stragglers.hpp"
+#include "tls.hpp"
 
 namespace xagg::daemon {
 namespace {
@@ -385,8 +386,21 @@ public:
             cluster = start_cluster_agent(host_only ? 0 : config_.max_chunks);
         if (!config_.control_tcp_address.empty()) {
             token_ = read_token_file(config_.control_token_file);
-            control.listen_tcp(config_.control_tcp_address);
-            spdlog::info("control API on tcp {} (token required)", config_.control_tcp_address);
+            if (config_.control_tcp_plaintext) {
+                control.listen_tcp(config_.control_tcp_address);
+                spdlog::warn(
+                    "control API on tcp {} WITHOUT TLS (control_tcp_plaintext): the "
+                    "token travels in clear",
+                    config_.control_tcp_address);
+            } else {
+                control.listen_tcp(
+                    config_.control_tcp_address,
+                    tls::server_context(config_.control_tls_cert, config_.control_tls_key,
+                                        config_.control_tls_client_ca));
+                spdlog::info("control API on tcp {} (TLS{}, token required)",
+                             config_.control_tcp_address,
+                             config_.control_tls_client_ca.empty() ? "" : ", client certificates");
+            }
         }
         // systemd (Type=notify): ready once attached and serving; the watchdog is fed from
         // the main loop, so a hung loop gets the daemon restarted. Outside systemd these are

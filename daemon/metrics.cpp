@@ -120,9 +120,9 @@ std::string render_metrics(const MetricsSnapshot &s)
         .sample("", s.control_events[static_cast<size_t>(ControlEvent::unauthorized)]);
     Family closed(out, "xagg_control_closed_total", "counter",
                   "Control API connections the daemon closed, by reason.");
-    for (ControlEvent e :
-         {ControlEvent::over_limit, ControlEvent::timed_out, ControlEvent::oversized,
-          ControlEvent::unauthorized_silent, ControlEvent::reply_overflow})
+    for (ControlEvent e : {ControlEvent::over_limit, ControlEvent::timed_out,
+                           ControlEvent::oversized, ControlEvent::unauthorized_silent,
+                           ControlEvent::reply_overflow, ControlEvent::tls_failed})
         closed.sample(std::string("reason=\"") + to_string(e) + "\"",
                       s.control_events[static_cast<size_t>(e)]);
     Family(out, "xagg_uptime_seconds", "gauge", "Seconds since xaggd started.")

@@ -140,6 +140,14 @@ PYBIND11_MODULE(_xagg, m)
                              a.control_host = py::str(v);
                          else if (key == "token")
                              a.token = py::str(v);
+                         else if (key == "ca")
+                             a.tls.ca_file = py::str(v);
+                         else if (key == "cert")
+                             a.tls.cert_file = py::str(v);
+                         else if (key == "key")
+                             a.tls.key_file = py::str(v);
+                         else if (key == "plaintext")
+                             a.tls.plaintext = v.cast<bool>();
                          else if (key == "weight")
                              a.weight = v.cast<double>();
                          else

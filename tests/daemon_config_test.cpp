@@ -122,7 +122,7 @@ TEST_F(ConfigFileTest, TokenFileMustBePrivateAndLongEnough)
     std::ofstream(token) << "short\n";
     chmod(token.c_str(), 0600);
     std::string conf = write(
-        "interface = eth0\ncontrol_tcp_address = 0.0.0.0:9874\n"
+        "interface = eth0\ncontrol_tcp_address = 0.0.0.0:9874\ncontrol_tcp_plaintext = true\n"
         "control_token_file = " +
         token + "\n");
     EXPECT_EQ(validate_config_file(conf),
@@ -136,6 +136,28 @@ TEST_F(ConfigFileTest, TokenFileMustBePrivateAndLongEnough)
               std::vector<std::string>{"control_token_file " + token +
                                        " is readable by everyone; chmod o-r it"});
     unlink(token.c_str());
+}
+
+TEST_F(ConfigFileTest, TcpNeedsTlsUnlessPlaintextIsSaidOutright)
+{
+    Config c;
+    c.interface = "eth0";
+    c.control_tcp_address = "0.0.0.0:9874";
+    c.control_token_file = "/etc/xagg/token";
+    EXPECT_EQ(check_config(c),
+              std::vector<std::string>{"control_tcp_address: needs control_tls_cert and "
+                                       "control_tls_key (TLS), or control_tcp_plaintext = true to "
+                                       "send the token in clear"});
+    c.control_tls_cert = "/etc/xagg/cert.pem";  // a certificate without its key
+    EXPECT_EQ(check_config(c).size(), 2u);
+    EXPECT_EQ(check_config(c)[1], "control_tls_cert and control_tls_key: give both or neither");
+    c.control_tls_key = "/etc/xagg/key.pem";
+    EXPECT_EQ(check_config(c), std::vector<std::string>{});
+    c.control_tcp_plaintext = true;
+    EXPECT_EQ(check_config(c), std::vector<std::string>{"control_tcp_plaintext: true, but "
+                                                        "control_tls_cert is set: choose one"});
+    c.control_tls_cert = c.control_tls_key = "";
+    EXPECT_EQ(check_config(c), std::vector<std::string>{});
 }
 
 }  // namespace

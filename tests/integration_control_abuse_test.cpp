@@ -26,6 +26,7 @@
 #include "support/daemon.hpp"
 #include "support/demo_worker.hpp"
 #include "support/process.hpp"
+#include "support/tls.hpp"
 #include "support/topology.hpp"
 
 namespace xagg::test {
@@ -115,9 +116,15 @@ protected:
     // A daemon on a 3-worker topology with the TCP API on and a short request timeout.
     void start(Topology &topo)
     {
+        topo_name_ = topo.worker(0);
         std::string config = write_config(topo);
         std::ofstream(config, std::ios::app)
             << "control_tcp_address = 0.0.0.0:9874\n"
+            << (tls_
+                    ? "control_tls_cert = " + pki_.server_cert +
+                          "\ncontrol_tls_key = " + pki_.server_key + "\n" +
+                          (client_ca_.empty() ? "" : "control_tls_client_ca = " + client_ca_ + "\n")
+                    : std::string("control_tcp_plaintext = true\n"))
             << "control_token_file = " << dir_ << "/token\n"
             << "control_request_timeout_ms = 500\n"
             << "control_max_connections = 64\n"
@@ -158,7 +165,29 @@ protected:
         }
     }
 
+    // The TCP API with TLS (this test PKI's server certificate) instead of plain TCP.
+    void use_tls(const std::string &client_ca = {})
+    {
+        tls_ = true;
+        pki_ = make_test_pki(dir_, kAggAddr);
+        client_ca_ = client_ca.empty() ? "" : pki_.ca;
+    }
+
+    // xaggctl over TCP from worker 0's namespace, as from another host; its exit code.
+    int xaggctl_tcp(const std::string &args) const
+    {
+        std::string out = run_command("ip netns exec " + topo_name_ +
+                                      " " XAGG_BINARY_DIR "/tools/xaggctl --host " + kAggAddr +
+                                      ":9874 --token-file " + dir_ + "/token " + args +
+                                      " >/dev/null 2>&1; echo $?");
+        return std::stoi(out);
+    }
+
     std::unique_ptr<Process> daemon_;
+    bool tls_ = false;
+    TestPki pki_;
+    std::string client_ca_;
+    std::string topo_name_;
 };
 
 TEST_F(ControlAbuse, UnixClientsThatHangUpStallOrSendGarbageCannotHurtTheDaemon)
@@ -306,6 +335,50 @@ TEST_F(ControlAbuse, TcpPeersWithoutTheTokenGetARefusalAndNothingElse)
         EXPECT_EQ(json::parse(read_line(fd))["ok"], true);
         close(fd);
     });
+    expect_serving_and_exact(topo);
+}
+
+TEST_F(ControlAbuse, TheTlsPortServesOnlyTlsAndStalledHandshakesAreCutOff)
+{
+    Topology topo("tt", 3);
+    use_tls();
+    start(topo);
+    Topology::in_netns(topo.worker(0), [&] {
+        // A plain request, handshake garbage, and a client that connects and says nothing: each
+        // is closed with nothing of the API said (a TLS alert at most), the last once
+        // control_request_timeout_ms has passed.
+        for (const std::string &bytes :
+             {std::string(R"({"op":"stats","token":"0123456789abcdef-abuse-token"})"
+                          "\n"),
+              std::string("\x16\x03\x01\x00\x05\x01\x00\x00\x01\x00garbage\n", 16),
+              std::string()}) {
+            int fd = connect_tcp();
+            ASSERT_GE(fd, 0);
+            send_all(fd, bytes);
+            bool closed = false;
+            std::string said = read_until_closed(fd, 20s, &closed);
+            EXPECT_EQ(said.find('{'), std::string::npos) << said;
+            EXPECT_TRUE(said.empty() || said[0] == '\x15') << "not a TLS alert: " << said;
+            EXPECT_TRUE(closed);
+            close(fd);
+        }
+    });
+    // With the CA, xaggctl gets in; without it, or with another CA, it does not.
+    EXPECT_EQ(xaggctl_tcp("--ca " + pki_.ca + " status"), 0);
+    EXPECT_EQ(xaggctl_tcp("status"), 2);
+    EXPECT_EQ(xaggctl_tcp("--ca " + pki_.other_ca + " status"), 2);
+    expect_serving_and_exact(topo);
+}
+
+TEST_F(ControlAbuse, ClientCertificatesAreRequiredWhenTheDaemonSaysSo)
+{
+    Topology topo("tc", 3);
+    use_tls("client CA");
+    start(topo);
+    EXPECT_EQ(xaggctl_tcp("--ca " + pki_.ca + " status"), 2);
+    EXPECT_EQ(xaggctl_tcp("--ca " + pki_.ca + " --cert " + pki_.client_cert + " --key " +
+                          pki_.client_key + " status"),
+              0);
     expect_serving_and_exact(topo);
 }
 

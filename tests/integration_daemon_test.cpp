@@ -450,6 +450,7 @@ TEST_F(DaemonIntegration, HostOnlyNodeServesJobsCreatedOverTcpWithAToken)
     std::string config = write_config(topo);
     std::ofstream(config, std::ios::app) << "datapath = host\n"
                                          << "control_tcp_address = 0.0.0.0:9874\n"
+                                         << "control_tcp_plaintext = true\n"
                                          << "control_token_file = " << dir_ << "/token\n";
     std::ofstream(dir_ + "/token") << kToken << "\n";
     std::filesystem::permissions(dir_ + "/token", std::filesystem::perms::owner_read);

@@ -17,6 +17,7 @@
 
 #include "support/daemon.hpp"
 #include "support/demo_worker.hpp"
+#include "support/tls.hpp"
 #include "support/topology.hpp"
 
 namespace xagg::test {
@@ -253,8 +254,11 @@ TEST_F(XaggctlIntegration, EachErrorHasItsExitCodeAndSaysWhatToDo)
 {
     Topology topo("x", 1);
     std::string config = write_config(topo);
+    const TestPki pki = make_test_pki(dir_, kAggAddr);
     std::ofstream(config, std::ios::app) << "control_tcp_address = 0.0.0.0:9874\n"
-                                         << "control_token_file = " << dir_ << "/token\n";
+                                         << "control_token_file = " << dir_ << "/token\n"
+                                         << "control_tls_cert = " << pki.server_cert << "\n"
+                                         << "control_tls_key = " << pki.server_key << "\n";
     std::ofstream(dir_ + "/token") << kToken << "\n";
     std::filesystem::permissions(dir_ + "/token", std::filesystem::perms::owner_read);
     auto daemon = start_daemon(config, "xaggd.log");
@@ -284,9 +288,23 @@ TEST_F(XaggctlIntegration, EachErrorHasItsExitCodeAndSaysWhatToDo)
               std::string::npos)
         << r.out;
 
-    // Over TCP from a worker's namespace, as from another host: the token decides.
-    const std::string remote = "ip netns exec " + topo.worker(0) + " " +
-                               XAGG_BINARY_DIR "/tools/xaggctl --host " + kAggAddr + ":9874 ";
+    // Over TCP (TLS) from a worker's namespace, as from another host: the daemon's certificate
+    // must check out against the CA given, then the token decides.
+    const std::string tcp = "ip netns exec " + topo.worker(0) + " " +
+                            XAGG_BINARY_DIR "/tools/xaggctl --host " + kAggAddr + ":9874 ";
+    r = sh(tcp + "--token-file " + dir_ + "/token status");
+    EXPECT_EQ(r.code, 2) << r.out;  // the system's CAs do not know the test CA
+    EXPECT_NE(r.out.find("xaggctl: TLS handshake with xaggd at tcp " + kAggAddr +
+                         ":9874 failed (unable to get local issuer certificate): pass the CA of "
+                         "its control_tls_cert with --ca FILE"),
+              std::string::npos)
+        << r.out;
+    r = sh(tcp + "--ca " + pki.other_ca + " --token-file " + dir_ + "/token status");
+    EXPECT_EQ(r.code, 2) << r.out;
+    // Plain TCP to the TLS port: the daemon closes it (a failed handshake), nothing else.
+    r = sh(tcp + "--plaintext --token-file " + dir_ + "/token status");
+    EXPECT_EQ(r.code, 7) << r.out;
+    const std::string remote = tcp + "--ca " + pki.ca + " ";
     r = sh(remote + "status");
     EXPECT_EQ(r.code, 5) << r.out;
     EXPECT_NE(r.out.find("refused the token (missing or wrong token): pass the first line of "
@@ -301,12 +319,12 @@ TEST_F(XaggctlIntegration, EachErrorHasItsExitCodeAndSaysWhatToDo)
     EXPECT_EQ(r.code, 0) << r.out;
     EXPECT_EQ(json::parse(r.out)["job"], api({{"op", "show_job"}, {"job", 5}})["job"]);
     r = sh("ip netns exec " + topo.worker(0) + " " + XAGG_BINARY_DIR "/tools/xaggctl --host " +
-           kAggAddr + ":9875 --token x status");
+           kAggAddr + ":9875 --ca " + pki.ca + " --token x status");
     EXPECT_EQ(r.code, 2) << r.out;
     EXPECT_NE(r.out.find("Connection refused"), std::string::npos) << r.out;
     // Something that is not the control API (the metrics endpoint speaks HTTP).
     r = sh("ip netns exec " + topo.agg() + " " + XAGG_BINARY_DIR "/tools/xaggctl --host " +
-           "127.0.0.1:9873 --token x status");
+           "127.0.0.1:9873 --plaintext --token x status");
     EXPECT_EQ(r.code, 7) << r.out;
     EXPECT_NE(r.out.find("is not xaggd's control API"), std::string::npos) << r.out;
 }

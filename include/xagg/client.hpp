@@ -25,6 +25,8 @@
 #include <string>
 #include <vector>
 
+#include "xagg/control_tls.hpp"
+
 namespace xagg {
 
 // One aggregator node: its xaggd's control API and its data-plane address.
@@ -32,6 +34,7 @@ struct Aggregator {
     std::string control_socket = "/run/xagg/xaggd.sock";  // the daemon's Unix socket, or:
     std::string control_host;  // HOST:PORT of its control_tcp_address (used when set)
     std::string token;         // the token control_host requires
+    ControlTls tls;            // how control_host is secured: TLS unless tls.plaintext
     std::string address;       // IPv4 of its aggregating NIC: contributions go there
     uint32_t job = 0;          // the job on that aggregator
     // Share of every tensor's chunks this aggregator gets, relative to the others. Every

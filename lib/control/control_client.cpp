@@ -1,7 +1,12 @@
 // SPDX-License-Identifier: MIT
 #include "control_client.hpp"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <pthread.h>
+#include <signal.h>
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -10,6 +15,8 @@
 
 #include <cerrno>
 #include <cstring>
+
+#include "tls.hpp"
 
 namespace xagg::control {
 namespace {
@@ -58,7 +65,121 @@ json ControlClient::call(json request) const
     if (!endpoint_.host.empty())
         request["token"] = endpoint_.token;
     Fd fd(endpoint_.host.empty() ? connect_unix() : connect_tcp());
-    return interpret_reply(exchange(fd.get(), request.dump() + "\n"), endpoint_);
+    const std::string line = request.dump() + "\n";
+    if (endpoint_.host.empty() || endpoint_.tls.plaintext)
+        return interpret_reply(exchange(fd.get(), line), endpoint_);
+    return interpret_reply(exchange_tls(fd.get(), line), endpoint_);
+}
+
+namespace {
+
+// OpenSSL writes to the socket without MSG_NOSIGNAL: a daemon that closes the connection early
+// would end the calling process (a training job) with SIGPIPE. Blocked on this thread while
+// TLS writes, and a SIGPIPE raised meanwhile taken off again.
+class NoSigpipe {
+public:
+    NoSigpipe()
+    {
+        sigemptyset(&pipe_);
+        sigaddset(&pipe_, SIGPIPE);
+        sigpending(&pending_before_);
+        pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+    }
+    ~NoSigpipe()
+    {
+        sigset_t pending;
+        sigpending(&pending);
+        if (sigismember(&pending, SIGPIPE) && !sigismember(&pending_before_, SIGPIPE)) {
+            timespec zero{};
+            sigtimedwait(&pipe_, nullptr, &zero);
+        }
+        pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+    }
+    NoSigpipe(const NoSigpipe &) = delete;
+    NoSigpipe &operator=(const NoSigpipe &) = delete;
+
+private:
+    sigset_t pipe_, old_, pending_before_;
+};
+
+}  // namespace
+
+std::string ControlClient::exchange_tls(int fd, const std::string &line) const
+{
+    const std::string where = endpoint_.where();
+    tls::Context ctx;
+    try {
+        ctx = tls::client_context(endpoint_.tls.ca_file, endpoint_.tls.cert_file,
+                                  endpoint_.tls.key_file);
+    } catch (const tls::TlsError &e) {
+        throw ControlError(Failure::usage, e.what());
+    }
+    tls::Connection ssl(SSL_new(ctx.get()));
+    if (!ssl || SSL_set_fd(ssl.get(), fd) != 1)
+        throw ControlError(Failure::unreachable, "TLS: " + tls::last_error());
+    // The certificate must name what we connected to: a host name, or an IP address.
+    std::string host = endpoint_.host.substr(0, endpoint_.host.rfind(':'));
+    if (host.size() > 2 && host.front() == '[')
+        host = host.substr(1, host.size() - 2);
+    in6_addr ip{};
+    if (inet_pton(AF_INET, host.c_str(), &ip) == 1 || inet_pton(AF_INET6, host.c_str(), &ip) == 1)
+        X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl.get()), host.c_str());
+    else {
+        SSL_set_tlsext_host_name(ssl.get(), host.c_str());
+        SSL_set1_host(ssl.get(), host.c_str());
+    }
+    // The socket is blocking: each read and write waits at most the timeout.
+    timeval tv{};
+    tv.tv_sec = endpoint_.timeout.count() / 1000;
+    tv.tv_usec = (endpoint_.timeout.count() % 1000) * 1000;
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    NoSigpipe guard;
+    if (SSL_connect(ssl.get()) != 1) {
+        long verify = SSL_get_verify_result(ssl.get());
+        std::string why =
+            verify != X509_V_OK ? X509_verify_cert_error_string(verify) : tls::last_error();
+        throw ControlError(
+            Failure::unreachable,
+            "TLS handshake with xaggd at " + where + " failed (" +
+                (why.empty() ? std::string("connection closed") : why) +
+                "): pass the CA of its control_tls_cert with --ca FILE (and a client "
+                "certificate with --cert/--key if it sets control_tls_client_ca); --plaintext "
+                "only for a daemon with control_tcp_plaintext = true");
+    }
+    for (size_t sent = 0; sent < line.size();) {
+        int n = SSL_write(ssl.get(), line.data() + sent, static_cast<int>(line.size() - sent));
+        if (n <= 0)
+            throw ControlError(
+                Failure::unreachable,
+                "xaggd at " + where + " closed the connection: " + tls::last_error());
+        sent += static_cast<size_t>(n);
+    }
+    std::string reply;
+    char buf[4096];
+    while (reply.find('\n') == std::string::npos) {
+        int n = SSL_read(ssl.get(), buf, sizeof(buf));
+        if (n <= 0) {
+            int err = SSL_get_error(ssl.get(), n);
+            if (err == SSL_ERROR_SYSCALL && (errno == EAGAIN || errno == EWOULDBLOCK))
+                throw ControlError(Failure::unreachable,
+                                   "no reply from xaggd at " + where + " within " +
+                                       seconds(endpoint_.timeout) +
+                                       ": is it overloaded or stopped? (--timeout)");
+            // With TLS 1.3 the daemon checks a client certificate after the client's side of
+            // the handshake is done: its refusal arrives as an alert here.
+            if (err == SSL_ERROR_SSL)
+                throw ControlError(Failure::unreachable,
+                                   "TLS with xaggd at " + where + " failed (" + tls::last_error() +
+                                       "): a daemon with control_tls_client_ca wants a client "
+                                       "certificate it trusts (--cert FILE --key FILE)");
+            throw ControlError(Failure::protocol,
+                               "xaggd at " + where + " closed the connection without a reply");
+        }
+        reply.append(buf, static_cast<size_t>(n));
+    }
+    SSL_shutdown(ssl.get());
+    return reply.substr(0, reply.find('\n'));
 }
 
 int ControlClient::connect_unix() const

@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "xagg/control_tls.hpp"
+
 namespace xagg::control {
 
 enum class Failure {
@@ -36,6 +38,7 @@ struct Endpoint {
     std::string socket_path = "/run/xagg/xaggd.sock";
     std::string host;   // HOST:PORT of control_tcp_address; when set, used instead of the socket
     std::string token;  // sent with every request over TCP
+    ControlTls tls;     // how TCP is secured
     std::chrono::milliseconds timeout{5000};  // to connect, and again to get the reply
 
     // How the endpoint is named in messages.
@@ -56,6 +59,7 @@ private:
     int connect_unix() const;
     int connect_tcp() const;
     std::string exchange(int fd, const std::string &line) const;
+    std::string exchange_tls(int fd, const std::string &line) const;
 
     Endpoint endpoint_;
 };

@@ -28,6 +28,7 @@ using Clock = std::chrono::steady_clock;
 struct Options {
     std::vector<std::string> aggregators;
     std::string etcd, etcd_prefix = "/xagg", token_file;  // a cluster job, placed through etcd
+    xagg::ControlTls tls;                                 // for its nodes reached over TCP
     uint32_t cluster_job = 0;
     unsigned recoveries = 5;
     std::string netns, input, output, dtype = "float";
@@ -38,7 +39,8 @@ struct Options {
     unsigned timeout_ms = 20;
 };
 
-// --aggregator address=10.0.0.5,job=7[,socket=PATH][,host=HOST:PORT][,token-file=F][,weight=W]
+// --aggregator address=10.0.0.5,job=7[,socket=PATH][,host=HOST:PORT][,token-file=F][,ca=F]
+//     [,cert=F][,key=F][,plaintext=true][,weight=W]
 xagg::Aggregator parse_aggregator(const std::string &spec)
 {
     xagg::Aggregator a;
@@ -59,7 +61,15 @@ xagg::Aggregator parse_aggregator(const std::string &spec)
         else if (k == "token-file") {
             std::ifstream f(v);
             std::getline(f, a.token);
-        } else if (k == "weight")
+        } else if (k == "ca")
+            a.tls.ca_file = v;
+        else if (k == "cert")
+            a.tls.cert_file = v;
+        else if (k == "key")
+            a.tls.key_file = v;
+        else if (k == "plaintext")
+            a.tls.plaintext = v == "1" || v == "true";
+        else if (k == "weight")
             a.weight = std::stod(v);
         else
             throw CLI::ValidationError("--aggregator", "unknown key '" + k + "'");
@@ -162,6 +172,8 @@ xagg::Placement await_placement(const Options &o, int64_t failed)
         try {
             xagg::Placement p =
                 xagg::resolve_placement(o.etcd, o.cluster_job, o.etcd_prefix, token);
+            for (xagg::Aggregator &a : p.aggregators)
+                a.tls = o.tls;
             if (p.revision != failed) {
                 if (failed)
                     std::this_thread::sleep_for(std::chrono::seconds(1));
@@ -334,7 +346,8 @@ int main(int argc, char **argv)
     CLI::App app("xagg-worker: one worker of an xagg job, through the client library");
     auto *agg = app.add_option("--aggregator", o.aggregators,
                                "address=IPV4,job=ID[,socket=PATH][,host=HOST:PORT][,token-file=F]"
-                               "[,weight=W]; repeat to split tensors across aggregators");
+                               "[,ca=F][,cert=F][,key=F][,plaintext=true][,weight=W]; repeat to "
+                               "split tensors across aggregators");
     auto *etcd = app.add_option("--etcd", o.etcd,
                                 "http://HOST:PORT of etcd: the aggregators are the placement of "
                                 "--cluster-job, and a node that dies is replaced");
@@ -343,6 +356,10 @@ int main(int argc, char **argv)
     app.add_option("--etcd-prefix", o.etcd_prefix, "The cluster's key prefix in etcd")
         ->capture_default_str();
     app.add_option("--token-file", o.token_file, "Token for nodes reached over TCP (with --etcd)");
+    app.add_option("--ca-file", o.tls.ca_file,
+                   "PEM CA of the nodes' control_tls_cert (with --etcd; default: the system's)");
+    app.add_flag("--plaintext", o.tls.plaintext,
+                 "Nodes serve TCP without TLS (control_tcp_plaintext; with --etcd)");
     app.add_option("--recoveries", o.recoveries, "Placements taken again at most (with --etcd)")
         ->capture_default_str();
     app.add_option("--rank", o.client.rank, "This worker's rank")->required();

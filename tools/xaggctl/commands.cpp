@@ -489,6 +489,17 @@ std::unique_ptr<Cli> make_cli()
     app.add_option("--token-file", g.token_file,
                    "File whose first line is the token for --host (not readable by others)")
         ->type_name("PATH");
+    app.add_option("--ca", g.endpoint.tls.ca_file,
+                   "PEM CA of the daemon's control_tls_cert, for --host (default: the system's)")
+        ->type_name("PATH")
+        ->envname("XAGG_CA");
+    app.add_option("--cert", g.endpoint.tls.cert_file,
+                   "PEM client certificate, for a daemon with control_tls_client_ca")
+        ->type_name("PATH");
+    app.add_option("--key", g.endpoint.tls.key_file, "PEM key of --cert (default: in --cert)")
+        ->type_name("PATH");
+    app.add_flag("--plaintext", g.endpoint.tls.plaintext,
+                 "--host without TLS, for a daemon with control_tcp_plaintext = true");
     app.add_option("--timeout", g.timeout_seconds, "Seconds to wait to connect and for a reply")
         ->check(CLI::Range(0.01, 3600.0))
         ->capture_default_str();
