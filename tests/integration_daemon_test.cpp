@@ -312,7 +312,15 @@ TEST_F(DaemonIntegration, StragglerIsReportedByRankAndNoPartialSumIsSent)
         EXPECT_EQ(p->wait(30s), 2) << p->output();
         EXPECT_NE(p->output().find("unanswered"), std::string::npos) << p->output();
     }
-    json job = control(socket_, {{"op", "show_job"}, {"job", kJob}})["job"];
+    // The straggler scan runs at most every 100 ms, less often when a scan is slow (it keeps
+    // to a twentieth of a core): wait for it to have seen the overdue chunks.
+    json job;
+    for (int i = 0; i < 500; i++) {
+        job = control(socket_, {{"op", "show_job"}, {"job", kJob}})["job"];
+        if (job["straggler_events_total"] == kChunks)
+            break;
+        std::this_thread::sleep_for(20ms);
+    }
     EXPECT_EQ(job["straggler_events_total"], kChunks) << job;  // each chunk reported once
     ASSERT_EQ(job["straggler_events"].size(), kChunks) << job;
     for (const auto &e : job["straggler_events"]) {

@@ -394,16 +394,6 @@ xagg_slot FastPath::slot(uint32_t index) const
     return value;
 }
 
-std::vector<xagg_slot> FastPath::slots(uint32_t first, uint32_t count) const
-{
-    std::vector<xagg_slot> out;
-    out.reserve(count);
-    for_each_slot_batch(first, count, [&](uint32_t, std::span<const xagg_slot> batch) {
-        out.insert(out.end(), batch.begin(), batch.end());
-    });
-    return out;
-}
-
 void FastPath::for_each_slot_batch(
     uint32_t first, uint32_t count,
     const std::function<void(uint32_t, std::span<const xagg_slot>)> &fn) const

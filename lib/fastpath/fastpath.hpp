@@ -102,10 +102,9 @@ public:
 
     Counters counters() const;
     xagg_slot slot(uint32_t index) const;
-    // Slots [first, first + count), each read under its lock.
-    std::vector<xagg_slot> slots(uint32_t first, uint32_t count) const;
-    // The same, a batch at a time: `fn(index of the batch's first slot, its slots)`. For
-    // scans of large regions (hundreds of MB), which need not hold a copy of them all.
+    // Slots [first, first + count), each read under its lock, a batch at a time: `fn(index of
+    // the batch's first slot, its slots)`. For scans and moves of large regions (hundreds of
+    // MB), which need not hold a copy of them all.
     void for_each_slot_batch(
         uint32_t first, uint32_t count,
         const std::function<void(uint32_t, std::span<const xagg_slot>)> &fn) const;
