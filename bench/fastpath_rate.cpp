@@ -30,12 +30,12 @@
 #include <thread>
 #include <vector>
 
-#include "fastpath.hpp"
-#include "host_ps.hpp"
-#include "netns.hpp"
+#include "lib/fastpath/fastpath.hpp"
+#include "daemon/datapath/host_ps.hpp"
+#include "lib/sys/netns.hpp"
 #include "xagg/proto.h"
-#include "xagg_gen.skel.h"
-#include "xdp_reflect.skel.h"
+#include "bpf/xagg_gen.skel.h"
+#include "bpf/xdp_reflect.skel.h"
 
 namespace {
 

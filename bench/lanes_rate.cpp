@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "xagg/proto.h"
-#include "xagg_lanes.skel.h"
+#include "bpf/xagg_lanes.skel.h"
 
 int main(int argc, char **argv)
 {

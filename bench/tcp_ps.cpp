@@ -25,7 +25,7 @@
 #include <thread>
 #include <vector>
 
-#include "netns.hpp"
+#include "lib/sys/netns.hpp"
 
 namespace {
 

@@ -15,7 +15,7 @@
 #include <bpf/bpf_helpers.h>
 
 #include "xagg/proto.h"
-#include "xagg_reply.h"
+#include "bpf/xagg_reply.h"
 
 const volatile __u32 workers = 4;
 const volatile __u32 chunks_per_cpu = 1024; /* each CPU's generator owns its own chunk range */

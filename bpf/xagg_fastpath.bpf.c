@@ -13,12 +13,13 @@
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 
+#include "xagg/check.h"
 #include "xagg/fastpath.h"
 #include "xagg/proto.h"
 #include "xagg/slot.h"
-#include "xagg_maps.h"
-#include "xagg_parse.h"
-#include "xagg_reply.h"
+#include "bpf/xagg_maps.h"
+#include "bpf/xagg_parse.h"
+#include "bpf/xagg_reply.h"
 
 /* Set by the loader before load; the defaults make an unconfigured object usable in tests. */
 const volatile __u16 xagg_port = XAGG_DEFAULT_PORT;
@@ -93,53 +94,48 @@ int xagg_fastpath(struct xdp_md *ctx)
     if (!udp || udp->dest != bpf_htons(xagg_port))
         return count(XAGG_CNT_PASS_FOREIGN, XDP_PASS);
 
-    /* From here on the packet is addressed to xagg: whatever is wrong with it is counted. */
+    /* From here on the packet is addressed to xagg: whatever is wrong with it is counted. The
+     * IP layer's checks are the fast path's own (on the host path the kernel makes them). */
     if (ip->ihl != 5)
         return count(XAGG_CNT_DROP_IP_OPTIONS, XDP_DROP);
     if (ip->frag_off & bpf_htons(0x2000)) /* more fragments */
         return count(XAGG_CNT_DROP_FRAGMENT, XDP_DROP);
     if ((void *)ip + bpf_ntohs(ip->tot_len) > c.end ||
-        bpf_ntohs(ip->tot_len) != sizeof(*ip) + bpf_ntohs(udp->len))
+        bpf_ntohs(ip->tot_len) != sizeof(*ip) + bpf_ntohs(udp->len) ||
+        bpf_ntohs(udp->len) < sizeof(*udp))
         return count(XAGG_CNT_DROP_TRUNCATED, XDP_DROP);
+
+    /* The datagram: include/xagg/check.h, the rule the host path applies too. The UDP length
+     * lies inside the frame (checked above), so a header it covers is there to read. */
+    __u32 len = bpf_ntohs(udp->len) - sizeof(*udp);
     hdr = CURSOR_TAKE(&c, struct xagg_hdr);
     if (!hdr)
         return count(XAGG_CNT_DROP_TRUNCATED, XDP_DROP);
-    if (hdr->magic != bpf_htonl(XAGG_MAGIC))
-        return count(XAGG_CNT_DROP_BAD_MAGIC, XDP_DROP);
-    if (hdr->version != XAGG_VERSION)
-        return count(XAGG_CNT_DROP_BAD_VERSION, XDP_DROP);
-    if (hdr->nelem != bpf_htons(XAGG_CHUNK_ELEMS) ||
-        bpf_ntohs(udp->len) != sizeof(*udp) + sizeof(*hdr) + XAGG_CHUNK_BYTES)
-        return count(XAGG_CNT_DROP_BAD_LENGTH, XDP_DROP);
+    enum xagg_counter refused = xagg_check_datagram(hdr, len);
+    if (refused != XAGG_ACCEPT)
+        return count(refused, XDP_DROP);
     vals = cursor_take(&c, XAGG_CHUNK_BYTES);
-    if (!vals)
+    if (!vals) /* cannot happen after the length checks; the verifier wants it said */
         return count(XAGG_CNT_DROP_TRUNCATED, XDP_DROP);
-    if (hdr->flags & ~XAGG_F_WORKER_MASK)
-        return count(XAGG_CNT_DROP_BAD_FLAGS, XDP_DROP);
 
     /* Membership: the job must exist and the rank must be sent from its registered source. */
     __u32 job_id = bpf_ntohl(hdr->job_id);
     struct xagg_job *job = bpf_map_lookup_elem(&jobs, &job_id);
-    if (!job)
-        return count(XAGG_CNT_DROP_UNKNOWN_JOB, XDP_DROP);
     struct xagg_member_key mkey = {.job_id = job_id, .rank = bpf_ntohs(hdr->rank)};
-    struct xagg_member *member = bpf_map_lookup_elem(&members, &mkey);
-    if (!member || mkey.rank >= XAGG_MAX_WORKERS || member->addr != ip->saddr ||
-        member->port != udp->source)
-        return count(XAGG_CNT_DROP_NOT_MEMBER, XDP_DROP);
-    __u64 bit = 1ull << mkey.rank;
-    if (!(job->members & bit))
-        return count(XAGG_CNT_DROP_NOT_MEMBER, XDP_DROP);
+    struct xagg_member *member = job ? bpf_map_lookup_elem(&members, &mkey) : NULL;
+    refused = xagg_check_sender(job, member, mkey.rank, ip->saddr, udp->source);
+    if (refused != XAGG_ACCEPT || !job || !member)
+        return count(refused, XDP_DROP);
+    __u64 bit = 1ull << (mkey.rank & (XAGG_MAX_WORKERS - 1));
     /* Learn the member's MAC for the unicast fan-out; written only when it changes. */
     if (!mac_equal(member->mac, eth->h_source))
         __builtin_memcpy(member->mac, eth->h_source, ETH_ALEN);
 
     /* The host-side parameter server listens on the same port: passing is handing it over. */
-    if (job->flags & XAGG_JOB_HOST_PATH)
-        return count(XAGG_CNT_PASS_HOST_JOB, XDP_PASS);
     __u32 chunk = bpf_ntohl(hdr->chunk);
-    if (chunk >= job->region_chunks)
-        return count(XAGG_CNT_PASS_HOST_OVERFLOW, XDP_PASS);
+    enum xagg_counter handed_over = xagg_route(job, chunk);
+    if (handed_over != XAGG_ACCEPT)
+        return count(handed_over, XDP_PASS);
 
     __u32 round = bpf_ntohl(hdr->round);
     /* region_base + region_chunks never exceeds the map's capacity (the loader checks it), and
@@ -150,24 +146,22 @@ int xagg_fastpath(struct xdp_md *ctx)
         return count(XAGG_CNT_PASS_HOST_OVERFLOW, XDP_PASS);
 
     __u64 seen = 0;
-    switch (
-        update_slot(slot, job->tag, chunk, round, hdr->exponent, bit, job->members, vals, &seen)) {
-    case XAGG_SLOT_ADDED: return count(XAGG_CNT_AGGREGATED, XDP_DROP);
-    case XAGG_SLOT_DUPLICATE: return count(XAGG_CNT_DROP_DUPLICATE, XDP_DROP);
-    case XAGG_SLOT_STALE: return count(XAGG_CNT_DROP_STALE_ROUND, XDP_DROP);
-    case XAGG_SLOT_BAD_EXP: return count(XAGG_CNT_DROP_BAD_EXPONENT, XDP_DROP);
+    enum xagg_slot_verdict verdict =
+        update_slot(slot, job->tag, chunk, round, hdr->exponent, bit, job->members, vals, &seen);
+    enum xagg_counter outcome = xagg_verdict_counter(verdict, job);
+    switch (verdict) {
     case XAGG_SLOT_COMPLETED:
-        fill_result_hdr(hdr, seen, 0);
-        if (job->flags & XAGG_JOB_FANOUT) /* XDP cannot copy a frame: TC ingress does */
-            return count(XAGG_CNT_COMPLETED_FANOUT, XDP_PASS);
+        xagg_make_result_hdr(hdr, seen, 0);
+        if (outcome == XAGG_CNT_COMPLETED_FANOUT) /* XDP cannot copy a frame: TC ingress does */
+            return count(outcome, XDP_PASS);
         address_to_group(eth, ip, udp, job);
-        return count(XAGG_CNT_COMPLETED, XDP_TX);
+        return count(outcome, XDP_TX);
     case XAGG_SLOT_RESEND:
-        fill_result_hdr(hdr, seen, XAGG_F_RESENT);
+        xagg_make_result_hdr(hdr, seen, XAGG_F_RESENT);
         address_to_sender(eth, ip, udp);
-        return count(XAGG_CNT_RESENT, XDP_TX);
+        return count(outcome, XDP_TX);
+    default: return count(outcome, XDP_DROP);
     }
-    return count(XAGG_CNT_DROP_STALE_ROUND, XDP_DROP);
 }
 
 /*

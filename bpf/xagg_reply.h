@@ -28,13 +28,6 @@ static __always_inline __u16 ipv4_csum(struct iphdr *ip)
     return (__u16)~sum;
 }
 
-static __always_inline void fill_result_hdr(struct xagg_hdr *hdr, __u64 seen, __u8 extra_flags)
-{
-    hdr->flags = XAGG_F_RESULT | extra_flags;
-    hdr->rank = bpf_htons(XAGG_RANK_AGGREGATOR);
-    hdr->contrib = bpf_cpu_to_be64(seen);
-}
-
 /*
  * Address the frame to the job's multicast group: one XDP_TX, and the switch (or bridge) in front
  * of the aggregator's NIC copies it to every worker that joined the group. UDP checksum 0 means

@@ -8,12 +8,12 @@
 #include <limits>
 #include <string>
 
-#include "control_client.hpp"
-#include "engine.hpp"
-#include "etcd_client.hpp"
+#include "lib/control/control_client.hpp"
+#include "client/engine.hpp"
+#include "lib/etcd/etcd_client.hpp"
 #include "xagg/cluster_keys.hpp"
-#include "mtu.hpp"
-#include "tuner.hpp"
+#include "lib/sys/mtu.hpp"
+#include "client/tuner.hpp"
 #include "xagg/client.hpp"
 
 namespace xagg {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "datagram_socket.hpp"
+#include "client/datagram_socket.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/udp.h>

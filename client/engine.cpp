@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "engine.hpp"
+#include "client/engine.hpp"
 
 #include <poll.h>
 #include <sys/eventfd.h>

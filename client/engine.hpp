@@ -26,8 +26,8 @@
 #include <tuple>
 #include <vector>
 
-#include "datagram_socket.hpp"
-#include "quantize.hpp"
+#include "client/datagram_socket.hpp"
+#include "client/quantize.hpp"
 #include "xagg/client.hpp"
 #include "xagg/wire.hpp"
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "quantize.hpp"
+#include "client/quantize.hpp"
 
 #include <algorithm>
 #include <bit>

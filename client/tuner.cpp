@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "tuner.hpp"
+#include "client/tuner.hpp"
 
 #include <algorithm>
 #include <bit>

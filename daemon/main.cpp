@@ -3,8 +3,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "config.hpp"
-#include "daemon.hpp"
+#include "lib/config/config.hpp"
+#include "daemon/server.hpp"
 
 int main(int argc, char **argv)
 {

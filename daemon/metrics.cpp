@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "metrics.hpp"
+#include "daemon/metrics.hpp"
 
 #include <httplib.h>
 #include <spdlog/spdlog.h>

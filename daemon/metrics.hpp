@@ -11,9 +11,9 @@
 #include <thread>
 #include <vector>
 
-#include "control_server.hpp"
-#include "fastpath.hpp"
-#include "jobs.hpp"
+#include "daemon/control/control_server.hpp"
+#include "daemon/jobs/job_table.hpp"
+#include "xagg/counters.hpp"
 
 namespace httplib {
 class Server;

@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-#include "quantize.hpp"
+#include "client/quantize.hpp"
 
 namespace xagg::client {
 namespace {

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <functional>
 
-#include "tuner.hpp"
+#include "client/tuner.hpp"
 
 namespace xagg::client {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "cluster.hpp"
+#include "daemon/cluster/cluster_agent.hpp"
 #include "xagg/proto.h"
 
 namespace xagg::daemon {

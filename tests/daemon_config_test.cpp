@@ -7,7 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <fstream>
 
-#include "config.hpp"
+#include "lib/config/config.hpp"
 
 namespace xagg::daemon {
 namespace {

@@ -9,7 +9,8 @@
 
 #include <unistd.h>
 
-#include "control.hpp"
+#include "daemon/control/control_api.hpp"
+#include "daemon/state_schema.hpp"
 #include "xagg/release.h"
 
 namespace xagg::daemon {
@@ -77,14 +78,14 @@ protected:
     // A refused request: the error is the expected one and nothing changed anywhere.
     void expect_refused(const std::string &line, const std::string &error)
     {
-        json before = jobs_.to_json();
+        json before = state::save(jobs_.jobs());
         size_t log_size = dp_.log.size();
         int saves = saves_;
         json reply = call(line);
         EXPECT_EQ(reply["ok"], false) << line;
         EXPECT_EQ(reply["code"], "refused") << line;
         EXPECT_EQ(reply["error"], error) << line;
-        EXPECT_EQ(jobs_.to_json(), before) << line;
+        EXPECT_EQ(state::save(jobs_.jobs()), before) << line;
         EXPECT_EQ(dp_.log.size(), log_size) << line;
         EXPECT_EQ(saves_, saves) << line;
     }
@@ -348,10 +349,9 @@ TEST_F(ControlTest, TheTableSurvivesARoundTripThroughItsSavedForm)
     call(R"({"op":"create_job","workers":3,"gradient_elems":7680,"fanout":true,"weight":2.5})");
     call(R"({"op":"join","job":1,"rank":2,"addr":"10.0.0.3","port":9000})");
     JobTable restored(1000, 8, group_base());
-    restored.load_json(jobs_.to_json());
-    EXPECT_EQ(restored.to_json(), jobs_.to_json());
-    JobTable broken(1000, 8, group_base());
-    EXPECT_THROW(broken.load_json(json::parse(R"([{"id":1}])")), std::invalid_argument);
+    restored.restore(state::load(state::save(jobs_.jobs())));
+    EXPECT_EQ(state::save(restored.jobs()), state::save(jobs_.jobs()));
+    EXPECT_THROW(state::load(json::parse(R"([{"id":1}])")), std::invalid_argument);
 }
 
 }  // namespace

@@ -9,8 +9,8 @@
 #include <set>
 #include <sstream>
 
-#include "metrics.hpp"
-#include "support/process.hpp"
+#include "daemon/metrics.hpp"
+#include "tests/support/process.hpp"
 
 namespace xagg::daemon {
 namespace {

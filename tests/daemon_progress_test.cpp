@@ -2,7 +2,7 @@
 // A job's round progress from its slots: latest round per chunk, serial-number order, members.
 #include <gtest/gtest.h>
 
-#include "progress.hpp"
+#include "daemon/jobs/progress.hpp"
 
 namespace xagg::daemon {
 namespace {

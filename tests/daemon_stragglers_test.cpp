@@ -3,7 +3,8 @@
 // naming exactly the missing ranks.
 #include <gtest/gtest.h>
 
-#include "stragglers.hpp"
+#include "daemon/datapath/slot_states.hpp"
+#include "daemon/jobs/stragglers.hpp"
 
 namespace xagg::daemon {
 namespace {

@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "etcd_client.hpp"
-#include "support/etcd.hpp"
+#include "lib/etcd/etcd_client.hpp"
+#include "tests/support/etcd.hpp"
 
 namespace xagg::test {
 namespace {

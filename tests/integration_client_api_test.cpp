@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "xagg/proto.h"
-#include "netns.hpp"
-#include "support/daemon.hpp"
-#include "support/topology.hpp"
+#include "lib/sys/netns.hpp"
+#include "tests/support/daemon.hpp"
+#include "tests/support/topology.hpp"
 #include "xagg/client.hpp"
 
 namespace xagg::test {

@@ -14,11 +14,11 @@
 
 #include "xagg/proto.h"
 
-#include "etcd_client.hpp"
-#include "support/daemon.hpp"
-#include "support/etcd.hpp"
-#include "support/process.hpp"
-#include "support/topology.hpp"
+#include "lib/etcd/etcd_client.hpp"
+#include "tests/support/daemon.hpp"
+#include "tests/support/etcd.hpp"
+#include "tests/support/process.hpp"
+#include "tests/support/topology.hpp"
 
 namespace xagg::test {
 namespace {

@@ -24,11 +24,11 @@
 
 #include "xagg/proto.h"
 
-#include "support/daemon.hpp"
-#include "support/demo_worker.hpp"
-#include "support/process.hpp"
-#include "support/tls.hpp"
-#include "support/topology.hpp"
+#include "tests/support/daemon.hpp"
+#include "tests/support/demo_worker.hpp"
+#include "tests/support/process.hpp"
+#include "tests/support/tls.hpp"
+#include "tests/support/topology.hpp"
 
 namespace xagg::test {
 namespace {

@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "support/demo_worker.hpp"
-#include "support/process.hpp"
-#include "support/topology.hpp"
-#include "synthetic.hpp"
+#include "tests/support/demo_worker.hpp"
+#include "tests/support/process.hpp"
+#include "tests/support/topology.hpp"
+#include "tests/tools/xagg-demo-worker/synthetic.hpp"
 #include "xagg/proto.h"
 
 namespace xagg::test {

@@ -26,7 +26,7 @@
 #include <system_error>
 #include <vector>
 
-#include "netns.hpp"
+#include "lib/sys/netns.hpp"
 
 namespace {
 

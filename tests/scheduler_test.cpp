@@ -7,7 +7,7 @@
 #include <numeric>
 #include <random>
 
-#include "memory_scheduler.hpp"
+#include "lib/sched/memory_scheduler.hpp"
 
 namespace xagg::sched {
 namespace {

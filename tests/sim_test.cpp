@@ -5,9 +5,9 @@
 
 #include <sstream>
 
-#include "placement.hpp"
-#include "simulator.hpp"
-#include "trace.hpp"
+#include "lib/sched/placement.hpp"
+#include "tools/xagg-sim/simulator.hpp"
+#include "tools/xagg-sim/trace.hpp"
 
 namespace xagg::sim {
 namespace {

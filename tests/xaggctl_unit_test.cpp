@@ -11,12 +11,12 @@
 #include <fstream>
 #include <thread>
 
-#include "control_client.hpp"
-#include "exit_codes.hpp"
-#include "commands.hpp"
-#include "completion.hpp"
-#include "render.hpp"
-#include "stats.hpp"
+#include "lib/control/control_client.hpp"
+#include "tools/xaggctl/exit_codes.hpp"
+#include "tools/xaggctl/commands.hpp"
+#include "tools/xaggctl/completion.hpp"
+#include "tools/xaggctl/render.hpp"
+#include "tools/xaggctl/stats.hpp"
 
 namespace xagg::ctl {
 namespace {

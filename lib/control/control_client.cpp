@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "control_client.hpp"
+#include "lib/control/control_client.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -16,7 +16,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "tls.hpp"
+#include "lib/tls/tls.hpp"
 
 namespace xagg::control {
 namespace {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "etcd_client.hpp"
+#include "lib/etcd/etcd_client.hpp"
 
 #include <httplib.h>
 

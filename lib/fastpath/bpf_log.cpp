@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "bpf_log.hpp"
+#include "lib/fastpath/bpf_log.hpp"
 
 #include <bpf/libbpf.h>
 #include <spdlog/spdlog.h>

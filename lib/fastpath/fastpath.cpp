@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "fastpath.hpp"
+#include "lib/fastpath/fastpath.hpp"
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -17,8 +17,8 @@
 #include <system_error>
 #include <vector>
 
-#include "bpf_log.hpp"
-#include "xagg_fastpath.skel.h"
+#include "lib/fastpath/bpf_log.hpp"
+#include "bpf/xagg_fastpath.skel.h"
 
 namespace xagg {
 namespace {
@@ -42,34 +42,29 @@ void remove(int map_fd, const void *key, const std::string &what)
 
 }  // namespace
 
-const char *counter_name(enum xagg_counter c)
+xagg_job job_value(const JobSpec &job)
 {
-    switch (c) {
-    case XAGG_CNT_PASS_FOREIGN: return "pass_foreign";
-    case XAGG_CNT_DROP_TRUNCATED: return "drop_truncated";
-    case XAGG_CNT_DROP_IP_OPTIONS: return "drop_ip_options";
-    case XAGG_CNT_DROP_FRAGMENT: return "drop_fragment";
-    case XAGG_CNT_DROP_BAD_MAGIC: return "drop_bad_magic";
-    case XAGG_CNT_DROP_BAD_VERSION: return "drop_bad_version";
-    case XAGG_CNT_DROP_BAD_LENGTH: return "drop_bad_length";
-    case XAGG_CNT_DROP_BAD_FLAGS: return "drop_bad_flags";
-    case XAGG_CNT_DROP_UNKNOWN_JOB: return "drop_unknown_job";
-    case XAGG_CNT_DROP_NOT_MEMBER: return "drop_not_member";
-    case XAGG_CNT_PASS_HOST_JOB: return "pass_host_job";
-    case XAGG_CNT_PASS_HOST_OVERFLOW: return "pass_host_overflow";
-    case XAGG_CNT_AGGREGATED: return "aggregated";
-    case XAGG_CNT_COMPLETED: return "completed";
-    case XAGG_CNT_DROP_DUPLICATE: return "drop_duplicate";
-    case XAGG_CNT_RESENT: return "resent";
-    case XAGG_CNT_DROP_STALE_ROUND: return "drop_stale_round";
-    case XAGG_CNT_DROP_BAD_EXPONENT: return "drop_bad_exponent";
-    case XAGG_CNT_DROP_MOVING: return "drop_moving";
-    case XAGG_CNT_COMPLETED_FANOUT: return "completed_fanout";
-    case XAGG_CNT_FANOUT_COPIES: return "fanout_copies";
-    case XAGG_CNT_FANOUT_FAILED: return "fanout_failed";
-    case XAGG_CNT_MAX: break;
-    }
-    return "unknown";
+    xagg_job value{};
+    value.members = job.members;
+    value.region_base = job.region_base;
+    value.region_chunks = job.region_chunks;
+    value.flags = 0;
+    if (job.host_path)
+        value.flags |= XAGG_JOB_HOST_PATH;
+    if (job.fanout)
+        value.flags |= XAGG_JOB_FANOUT;
+    value.group_addr = job.group.s_addr;
+    value.group_port = htons(job.group_port);
+    value.tag = job.tag;
+    return value;
+}
+
+xagg_member member_value(in_addr addr, uint16_t port)
+{
+    xagg_member value{};
+    value.addr = addr.s_addr;
+    value.port = htons(port);
+    return value;
 }
 
 FastPath::FastPath(const FastPathConfig &config) : config_(config)
@@ -312,18 +307,7 @@ void FastPath::put_job(const JobSpec &job)
         throw std::invalid_argument("job " + std::to_string(job.id) + " has no slot tag");
     if (uint64_t{job.region_base} + job.region_chunks > config_.max_chunks)
         throw std::invalid_argument("job region lies beyond the fast-path capacity");
-    xagg_job value{};
-    value.members = job.members;
-    value.region_base = job.region_base;
-    value.region_chunks = job.region_chunks;
-    value.flags = 0;
-    if (job.host_path)
-        value.flags |= XAGG_JOB_HOST_PATH;
-    if (job.fanout)
-        value.flags |= XAGG_JOB_FANOUT;
-    value.group_addr = job.group.s_addr;
-    value.group_port = htons(job.group_port);
-    value.tag = job.tag;
+    xagg_job value = job_value(job);
     update(bpf_map__fd(skel_->maps.jobs), &job.id, &value, "writing job " + std::to_string(job.id));
 }
 
@@ -339,9 +323,7 @@ void FastPath::put_member(uint32_t job_id, uint32_t rank, in_addr addr, uint16_t
     if (rank >= XAGG_MAX_WORKERS)
         throw std::invalid_argument("rank must be below " + std::to_string(XAGG_MAX_WORKERS));
     xagg_member_key key{job_id, rank};
-    xagg_member value{};
-    value.addr = addr.s_addr;
-    value.port = htons(port);
+    xagg_member value = member_value(addr, port);
     update(bpf_map__fd(skel_->maps.members), &key, &value, "writing a member");
 }
 

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "xagg/counters.hpp"
 #include "xagg/fastpath.h"
 
 struct xagg_fastpath;  // the generated skeleton
@@ -52,20 +53,10 @@ struct JobSpec {
     uint16_t group_port = 0;     // host order
 };
 
-using Counters = std::array<uint64_t, XAGG_CNT_MAX>;
-
-// Name of a counter as used in logs and metrics, e.g. "drop_bad_magic".
-const char *counter_name(enum xagg_counter c);
-
-// Contributions added into sums (each is one chunk of gradient), and chunk-rounds completed.
-inline uint64_t contributions(const Counters &c)
-{
-    return c[XAGG_CNT_AGGREGATED] + c[XAGG_CNT_COMPLETED] + c[XAGG_CNT_COMPLETED_FANOUT];
-}
-inline uint64_t completions(const Counters &c)
-{
-    return c[XAGG_CNT_COMPLETED] + c[XAGG_CNT_COMPLETED_FANOUT];
-}
+// The map entries of a job and of a member, as the XDP program reads them. The host-side
+// parameter server holds the same values, so both paths apply xagg/check.h to the same data.
+xagg_job job_value(const JobSpec &job);
+xagg_member member_value(in_addr addr, uint16_t port);
 
 class FastPath {
 public:

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "mtu.hpp"
+#include "lib/sys/mtu.hpp"
 
 #include <ifaddrs.h>
 #include <net/if.h>

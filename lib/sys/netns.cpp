@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "netns.hpp"
+#include "lib/sys/netns.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

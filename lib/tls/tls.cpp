@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "tls.hpp"
+#include "lib/tls/tls.hpp"
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>

@@ -19,8 +19,8 @@
 #include <thread>
 #include <vector>
 
-#include "support/process.hpp"
-#include "support/topology.hpp"
+#include "tests/support/process.hpp"
+#include "tests/support/topology.hpp"
 
 namespace xagg::test {
 

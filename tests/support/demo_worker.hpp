@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "support/process.hpp"
-#include "support/topology.hpp"
+#include "tests/support/process.hpp"
+#include "tests/support/topology.hpp"
 
 namespace xagg::test {
 

@@ -9,9 +9,9 @@
 #include <thread>
 #include <vector>
 
-#include "etcd_client.hpp"
-#include "netns.hpp"
-#include "support/process.hpp"
+#include "lib/etcd/etcd_client.hpp"
+#include "lib/sys/netns.hpp"
+#include "tests/support/process.hpp"
 
 namespace xagg::test {
 

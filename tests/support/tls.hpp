@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "support/process.hpp"
+#include "tests/support/process.hpp"
 
 namespace xagg::test {
 

@@ -15,8 +15,8 @@
 #include <string>
 #include <thread>
 
-#include "netns.hpp"
-#include "support/process.hpp"
+#include "lib/sys/netns.hpp"
+#include "tests/support/process.hpp"
 
 namespace xagg::test {
 

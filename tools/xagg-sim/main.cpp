@@ -10,8 +10,8 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "simulator.hpp"
-#include "trace.hpp"
+#include "tools/xagg-sim/simulator.hpp"
+#include "tools/xagg-sim/trace.hpp"
 
 using namespace xagg;
 

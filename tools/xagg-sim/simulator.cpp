@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "simulator.hpp"
+#include "tools/xagg-sim/simulator.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include <map>
 #include <stdexcept>
 
-#include "placement.hpp"
+#include "lib/sched/placement.hpp"
 
 namespace xagg::sim {
 namespace {

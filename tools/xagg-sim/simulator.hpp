@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "memory_scheduler.hpp"
-#include "trace.hpp"
+#include "lib/sched/memory_scheduler.hpp"
+#include "tools/xagg-sim/trace.hpp"
 
 namespace xagg::sim {
 

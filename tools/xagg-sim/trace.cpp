@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "trace.hpp"
+#include "tools/xagg-sim/trace.hpp"
 
 #include <cmath>
 #include <istream>

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "netns.hpp"
-#include "quantize.hpp"
+#include "lib/sys/netns.hpp"
+#include "client/quantize.hpp"
 #include "xagg/client.hpp"
 
 namespace {

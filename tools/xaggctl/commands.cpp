@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "commands.hpp"
+#include "tools/xaggctl/commands.hpp"
 
 #include <unistd.h>
 
@@ -8,13 +8,13 @@
 #include <iostream>
 #include <thread>
 
-#include "completion.hpp"
-#include "exit_codes.hpp"
-#include "config.hpp"
-#include "etcd_client.hpp"
-#include "render.hpp"
+#include "tools/xaggctl/completion.hpp"
+#include "tools/xaggctl/exit_codes.hpp"
+#include "lib/config/config.hpp"
+#include "lib/etcd/etcd_client.hpp"
+#include "tools/xaggctl/render.hpp"
 #include "xagg/cluster_keys.hpp"
-#include "stats.hpp"
+#include "tools/xaggctl/stats.hpp"
 #include "xagg/proto.h"
 #include "xagg/release.h"
 

@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "control_client.hpp"
+#include "lib/control/control_client.hpp"
 
 namespace CLI {
 class App;

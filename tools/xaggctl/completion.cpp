@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "completion.hpp"
+#include "tools/xaggctl/completion.hpp"
 
 #include <CLI/CLI.hpp>
 #include <map>

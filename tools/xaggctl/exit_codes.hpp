@@ -3,7 +3,7 @@
 // in docs/XAGGCTL.md; the numbers never change meaning.
 #pragma once
 
-#include "control_client.hpp"
+#include "lib/control/control_client.hpp"
 
 namespace xagg::ctl {
 

@@ -3,8 +3,8 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
-#include "commands.hpp"
-#include "exit_codes.hpp"
+#include "tools/xaggctl/commands.hpp"
+#include "tools/xaggctl/exit_codes.hpp"
 
 int main(int argc, char **argv)
 {

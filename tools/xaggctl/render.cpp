@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "render.hpp"
+#include "tools/xaggctl/render.hpp"
 
 #include <algorithm>
 #include <cstdio>

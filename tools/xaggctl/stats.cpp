@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "stats.hpp"
+#include "tools/xaggctl/stats.hpp"
 
 namespace xagg::ctl {
 namespace {

@@ -1,0 +1,492 @@
+// SPDX-License-Identifier: MIT
+#include "daemon/control/control_api.hpp"
+
+#include <arpa/inet.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <map>
+#include <set>
+#include <stdexcept>
+
+#include "daemon/jobs/progress.hpp"
+#include "xagg/release.h"
+
+namespace xagg::daemon {
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void refuse(const std::string &why)
+{
+    throw std::invalid_argument(why);
+}
+
+// The request may carry `op` and exactly the fields named; anything else is a mistake worth
+// reporting rather than ignoring.
+void allow_only(const json &r, std::initializer_list<const char *> fields)
+{
+    std::set<std::string> allowed(fields.begin(), fields.end());
+    allowed.insert("op");
+    for (const auto &[key, value] : r.items())
+        if (!allowed.count(key))
+            refuse("unknown field '" + key + "'");
+}
+
+uint64_t number(const json &r, const char *field, uint64_t max)
+{
+    if (!r.contains(field))
+        refuse(std::string("missing field '") + field + "'");
+    const json &v = r.at(field);
+    if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0))
+        refuse(std::string("'") + field + "' must be a non-negative integer");
+    uint64_t n = v.get<uint64_t>();
+    if (n > max)
+        refuse(std::string("'") + field + "' must be at most " + std::to_string(max));
+    return n;
+}
+
+uint64_t number_or(const json &r, const char *field, uint64_t max, uint64_t fallback)
+{
+    return r.contains(field) ? number(r, field, max) : fallback;
+}
+
+bool flag_or(const json &r, const char *field, bool fallback)
+{
+    if (!r.contains(field))
+        return fallback;
+    if (!r.at(field).is_boolean())
+        refuse(std::string("'") + field + "' must be true or false");
+    return r.at(field).get<bool>();
+}
+
+std::string text(const json &r, const char *field)
+{
+    if (!r.contains(field) || !r.at(field).is_string())
+        refuse(std::string("'") + field + "' must be a string");
+    return r.at(field).get<std::string>();
+}
+
+// Compares in time independent of where the strings differ, so the token cannot be guessed
+// byte by byte from response times.
+bool same_secret(const std::string &a, const std::string &b)
+{
+    unsigned char diff = a.size() != b.size();
+    for (size_t i = 0; i < a.size() && i < b.size(); i++)
+        diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+    return diff == 0;
+}
+
+json refusal(const char *code, const std::string &why)
+{
+    return json{{"ok", false}, {"code", code}, {"error", why}};
+}
+
+// The same outcome on each path, side by side.
+json per_path(uint64_t fast, uint64_t host)
+{
+    return {{"fast", fast}, {"host", host}};
+}
+
+// A job as the API shows it (docs/XAGGD.md, "show"): its own document, not the state file's.
+json job_view(const Job &j)
+{
+    json members = json::array();
+    for (const auto &[rank, m] : j.members)
+        members.push_back({{"rank", rank}, {"addr", ipv4_string(m.addr)}, {"port", m.port}});
+    return {{"id", j.id},
+            {"workers", j.workers},
+            {"gradient_elems", j.gradient_elems},
+            {"chunks", j.chunks},
+            {"region_base", j.region_base},
+            {"fast_path_chunks", j.region_chunks},
+            {"host_path_chunks", j.chunks - j.region_chunks},
+            {"policy", to_string(j.policy)},
+            {"timeout_ms", j.timeout_ms},
+            {"evict_after", j.evict_after},
+            {"evicted_ranks", ranks(j.evicted)},
+            {"evictions", j.evictions},
+            {"weight", j.weight},
+            {"iterations", j.iterations},
+            {"arrival", j.arrival},
+            {"tag", j.tag},
+            {"host_path", j.host_path},
+            {"fanout", j.fanout},
+            {"group", ipv4_string(j.group)},
+            {"group_port", j.group_port},
+            {"members", members}};
+}
+
+json job_json(const JobTable &jobs, uint32_t id)
+{
+    const Job *job = jobs.find(id);
+    if (!job)
+        refuse("no job " + std::to_string(id));
+    return job_view(*job);
+}
+
+}  // namespace
+
+ControlApi::ControlApi(JobTable &jobs, Datapath &datapath, uint16_t xagg_port,
+                       std::function<void()> on_change, StragglerWatch *stragglers)
+    : jobs_(jobs),
+      datapath_(datapath),
+      xagg_port_(xagg_port),
+      on_change_(std::move(on_change)),
+      stragglers_(stragglers)
+{
+}
+
+// A job as the API shows it: the table's view plus its straggler events.
+json ControlApi::describe(uint32_t job_id, Progress progress) const
+{
+    json j = job_json(jobs_, job_id);
+    json events = json::array();
+    uint64_t total = 0;
+    if (stragglers_) {
+        for (const auto &e : stragglers_->recent(job_id)) {
+            events.push_back({{"chunk", e.chunk},
+                              {"round", e.round},
+                              {"missing_ranks", ranks(e.missing)},
+                              {"waited_ms", e.waited_ms}});
+        }
+        total = stragglers_->total(job_id);
+    }
+    j["straggler_events"] = events;
+    j["straggler_events_total"] = total;
+    const Job &job = *jobs_.find(job_id);
+    switch (progress) {
+    case Progress::read:
+        j["progress"] = to_json(job_progress(job, datapath_.slot_states(job)));
+        break;
+    case Progress::none_yet: j["progress"] = to_json(job_progress(job, {})); break;
+    case Progress::omitted: j["progress"] = nullptr; break;
+    }
+    return j;
+}
+
+ControlReply ControlApi::handle_line(const std::string &line, const std::string &required_token)
+{
+    if (line.size() > kMaxRequestBytes) {
+        requests_++;
+        errors_++;
+        return {
+            refusal(kRefused, "request larger than " + std::to_string(kMaxRequestBytes) + " bytes")
+                .dump()};
+    }
+    json request = json::parse(line, nullptr, false);
+    if (!required_token.empty()) {
+        // Nothing but a refusal for a request without the token: not even a parse error says
+        // more than that.
+        if (request.is_discarded() || !request.is_object() || !request.contains("token") ||
+            !request["token"].is_string() ||
+            !same_secret(request["token"].get<std::string>(), required_token)) {
+            requests_++;
+            errors_++;
+            return {refusal(kRefusedUnauthorized, "missing or wrong token").dump(), true};
+        }
+        request.erase("token");
+    }
+    if (request.is_discarded()) {
+        requests_++;
+        errors_++;
+        return {refusal(kRefused, "not a JSON object").dump()};
+    }
+    return {handle(request).dump()};
+}
+
+json ControlApi::handle(const json &request)
+{
+    requests_++;
+    try {
+        if (!request.is_object() || !request.contains("op") || !request.at("op").is_string())
+            refuse("a request is a JSON object with a string 'op'");
+        const std::string op = request.at("op").get<std::string>();
+        // Each op, and whether it changes the job table (then the table is saved).
+        struct Op {
+            json (ControlApi::*handler)(const json &);
+            bool changes_jobs;
+        };
+        static const std::map<std::string, Op> kOps = {
+            {"create_job", {&ControlApi::create_job, true}},
+            {"delete_job", {&ControlApi::delete_job, true}},
+            {"join", {&ControlApi::join, true}},
+            {"leave", {&ControlApi::leave, true}},
+            {"list_jobs", {&ControlApi::list_jobs, false}},
+            {"show_job", {&ControlApi::show_job, false}},
+            {"stats", {&ControlApi::stats, false}},
+            {"status", {&ControlApi::status, false}},
+            {"set_log_level", {&ControlApi::set_log_level, false}},
+            {"evict", {&ControlApi::evict, true}},
+        };
+        auto it = kOps.find(op);
+        if (it == kOps.end())
+            refuse("unknown op '" + op + "'");
+        json reply = (this->*it->second.handler)(request);
+        if (it->second.changes_jobs && on_change_)
+            on_change_();
+        reply["ok"] = true;
+        return reply;
+    } catch (const std::exception &e) {
+        errors_++;
+        return refusal(kRefused, e.what());
+    }
+}
+
+json ControlApi::create_job(const json &r)
+{
+    allow_only(r, {"id", "workers", "gradient_elems", "policy", "timeout_ms", "evict_after",
+                   "weight", "iterations", "host_path", "fanout"});
+    JobRequest req;
+    if (r.contains("id"))
+        req.id = static_cast<uint32_t>(number(r, "id", 0xffff));
+    req.workers = static_cast<uint32_t>(number(r, "workers", XAGG_MAX_WORKERS));
+    req.gradient_elems = number(r, "gradient_elems", uint64_t{1} << 40);
+    if (r.contains("policy")) {
+        std::string p = text(r, "policy");
+        if (p != "wait" && p != "evict")
+            refuse("'policy' must be \"wait\" or \"evict\"");
+        req.policy = p == "evict" ? StragglerPolicy::evict : StragglerPolicy::wait;
+    }
+    req.timeout_ms = static_cast<uint32_t>(number_or(r, "timeout_ms", 3600000, 1000));
+    req.evict_after = static_cast<uint32_t>(number_or(r, "evict_after", 1000, 3));
+    if (r.contains("weight")) {
+        if (!r.at("weight").is_number())
+            refuse("'weight' must be a number");
+        req.weight = r.at("weight").get<double>();
+    }
+    req.iterations = number_or(r, "iterations", uint64_t{1} << 40, 0);
+    req.host_path = flag_or(r, "host_path", false);
+    req.fanout = flag_or(r, "fanout", false);
+
+    const Job &job = jobs_.create(req);
+    const uint32_t id = job.id;
+    try {
+        datapath_.put_job(job);  // no fast-path memory yet: the host path takes it all
+    } catch (...) {
+        jobs_.remove(id);
+        throw;
+    }
+    rebalance();
+    return {{"job", describe(id, Progress::none_yet)}};
+}
+
+void ControlApi::note_progress(const std::map<uint32_t, uint64_t> &rounds_done)
+{
+    rounds_done_ = rounds_done;
+    if (jobs_.policy() != sched::Policy::benefit || rounds_done.empty())
+        return;  // nothing ranked by progress: only arrivals and departures re-divide
+    if (rebalance() && on_change_)
+        on_change_();
+}
+
+bool ControlApi::rebalance()
+{
+    auto layout = jobs_.layout(rounds_done_);
+    // What stays put: a job whose region keeps its base keeps the chunks both layouts give it
+    // where they are; one whose region moves goes through the host path whole.
+    std::map<uint32_t, uint32_t> keep;
+    for (const auto &[id, region] : layout) {
+        const Job &job = *jobs_.find(id);
+        Region now{job.region_base, job.region_chunks};
+        if (!(now == region) && (now.chunks || region.chunks))
+            keep[id] = now.base == region.base ? std::min(now.chunks, region.chunks) : 0;
+    }
+    // All out first, then all in: a job's new region may be where another job's old one was.
+    for (const auto &[id, kept] : keep)
+        if (jobs_.find(id)->region_chunks > kept)
+            datapath_.shrink_fast(*jobs_.find(id), kept);
+    for (const auto &[id, kept] : keep) {
+        jobs_.set_region(id, layout[id]);
+        datapath_.grow_fast(*jobs_.find(id), kept);
+        spdlog::info("job {}: {} of its {} chunks on the fast path (slots from chunk {})", id,
+                     layout[id].chunks, jobs_.find(id)->chunks, layout[id].base);
+    }
+    return !keep.empty();
+}
+
+const Job &ControlApi::apply_eviction(uint32_t job_id, uint32_t rank)
+{
+    const Job &job = jobs_.evict(job_id, rank);
+    datapath_.delete_member(job_id, rank);
+    datapath_.put_job(job);
+    if (stragglers_)
+        stragglers_->pardon(job_id, rank);
+    return job;
+}
+
+void ControlApi::evict_ranks(uint32_t job_id, uint64_t bitmap)
+{
+    for (uint32_t rank = 0; rank < XAGG_MAX_WORKERS; rank++) {
+        if (!(bitmap >> rank & 1))
+            continue;
+        try {
+            const Job &job = apply_eviction(job_id, rank);
+            spdlog::warn(
+                "evicted rank {} from job {} after {} straggler timeouts; results now "
+                "carry the contributions of rank(s) {}",
+                rank, job_id, job.evict_after, ranks(job.member_bitmap()).dump());
+            if (on_change_)
+                on_change_();
+        } catch (const std::invalid_argument &e) {
+            spdlog::warn("not evicting rank {} from job {}: {}", rank, job_id, e.what());
+        }
+    }
+}
+
+json ControlApi::evict(const json &r)
+{
+    allow_only(r, {"job", "rank"});
+    auto id = static_cast<uint32_t>(number(r, "job", 0xffff));
+    auto rank = static_cast<uint32_t>(number(r, "rank", XAGG_MAX_WORKERS - 1));
+    apply_eviction(id, rank);
+    spdlog::warn("evicted rank {} from job {} over the control API", rank, id);
+    return {{"job", describe(id)}};
+}
+
+json ControlApi::delete_job(const json &r)
+{
+    allow_only(r, {"job"});
+    auto id = static_cast<uint32_t>(number(r, "job", 0xffff));
+    const Job *job = jobs_.find(id);
+    if (!job)
+        refuse("no job " + std::to_string(id));
+    // The fast path first: once the job is gone there, no packet can touch its region.
+    datapath_.delete_job(id);
+    for (const auto &[rank, m] : job->members)
+        datapath_.delete_member(id, rank);
+    jobs_.remove(id);
+    if (stragglers_)
+        stragglers_->forget(id);
+    rebalance();  // the others grow into its memory
+    return json::object();
+}
+
+json ControlApi::join(const json &r)
+{
+    allow_only(r, {"job", "rank", "addr", "port"});
+    auto id = static_cast<uint32_t>(number(r, "job", 0xffff));
+    auto rank = static_cast<uint32_t>(number(r, "rank", XAGG_MAX_WORKERS - 1));
+    in_addr addr{};
+    std::string a = text(r, "addr");
+    if (inet_pton(AF_INET, a.c_str(), &addr) != 1)
+        refuse("'addr' must be an IPv4 address");
+    auto port = static_cast<uint16_t>(number(r, "port", 65535));
+    const uint64_t members_before = jobs_.find(id) ? jobs_.find(id)->member_bitmap() : 0;
+    const Member &m = jobs_.join(id, rank, addr, port);
+    try {
+        datapath_.put_member(id, m);
+    } catch (...) {
+        jobs_.leave(id, rank);
+        throw;
+    }
+    if (jobs_.find(id)->member_bitmap() != members_before) {  // an evicted rank came back
+        datapath_.put_job(*jobs_.find(id));
+        if (stragglers_)
+            stragglers_->pardon(id, rank);
+    }
+    return {{"job", describe(id, Progress::omitted)}, {"aggregator", {{"port", xagg_port_}}}};
+}
+
+json ControlApi::leave(const json &r)
+{
+    allow_only(r, {"job", "rank"});
+    auto id = static_cast<uint32_t>(number(r, "job", 0xffff));
+    auto rank = static_cast<uint32_t>(number(r, "rank", XAGG_MAX_WORKERS - 1));
+    jobs_.leave(id, rank);
+    datapath_.delete_member(id, rank);
+    return json::object();
+}
+
+json ControlApi::list_jobs(const json &r)
+{
+    allow_only(r, {});
+    json jobs = json::array();
+    for (const auto &[id, job] : jobs_.jobs())
+        jobs.push_back(describe(id));
+    return {{"jobs", jobs}};
+}
+
+json ControlApi::show_job(const json &r)
+{
+    allow_only(r, {"job"});
+    return {{"job", describe(static_cast<uint32_t>(number(r, "job", 0xffff)))}};
+}
+
+json ControlApi::set_log_level(const json &r)
+{
+    allow_only(r, {"level"});
+    std::string level = text(r, "level");
+    static const std::set<std::string> kLevels = {"trace", "debug", "info", "warn", "error"};
+    if (!kLevels.count(level))
+        refuse("'level' must be one of trace, debug, info, warn, error");
+    spdlog::set_level(spdlog::level::from_str(level));
+    spdlog::info("log level set to {} over the control API", level);
+    return {{"level", level}};
+}
+
+json ControlApi::stats(const json &r)
+{
+    allow_only(r, {});
+    auto named = [](const Counters &c) {
+        json out = json::object();
+        for (int i = 0; i < XAGG_CNT_MAX; i++)
+            out[counter_name(static_cast<xagg_counter>(i))] = c[i];
+        return out;
+    };
+    const Counters fast = datapath_.counters(), host = datapath_.host_counters();
+    return {{"counters", named(fast)},
+            {"host_counters", named(host)},
+            {"aggregated_bytes", per_path(contributions(fast) * XAGG_CHUNK_BYTES,
+                                          contributions(host) * XAGG_CHUNK_BYTES)},
+            {"chunks_completed", per_path(completions(fast), completions(host))},
+            {"uptime_seconds", uptime_seconds()},
+            {"jobs", jobs_.jobs().size()},
+            {"fast_path_chunks_capacity", jobs_.capacity_chunks()},
+            {"fast_path_chunks_used", jobs_.used_chunks()},
+            {"requests", requests_},
+            {"request_errors", errors_}};
+}
+
+json ControlApi::status(const json &r)
+{
+    allow_only(r, {});
+    const uint64_t slot_bytes = 2 * sizeof(xagg_slot);  // two round slots per chunk
+    uint64_t members = 0, fast_chunks = 0, host_chunks = 0;
+    for (const auto &[id, job] : jobs_.jobs()) {
+        members += job.members.size();
+        fast_chunks += job.region_chunks;
+        host_chunks += job.chunks - job.region_chunks;
+    }
+    const Counters fast = datapath_.counters(), host = datapath_.host_counters();
+    json out = {{"version", XAGG_RELEASE},
+                {"pid", getpid()},
+                {"uptime_seconds", uptime_seconds()},
+                {"port", xagg_port_},
+                {"jobs", jobs_.jobs().size()},
+                {"members", members},
+                {"memory",
+                 {{"policy", sched::to_string(jobs_.policy())},
+                  {"capacity_chunks", jobs_.capacity_chunks()},
+                  {"used_chunks", jobs_.used_chunks()},
+                  {"capacity_bytes", jobs_.capacity_chunks() * slot_bytes},
+                  {"used_bytes", jobs_.used_chunks() * slot_bytes}}},
+                {"chunks", per_path(fast_chunks, host_chunks)},
+                {"aggregated_bytes", per_path(contributions(fast) * XAGG_CHUNK_BYTES,
+                                              contributions(host) * XAGG_CHUNK_BYTES)}};
+    if (node_) {
+        NodeStatus n = node_();
+        out["interface"] = n.interface;
+        out["datapath"] = n.datapath;
+        out["xdp"] = n.datapath == "xdp" ? json{{"configured_mode", n.xdp_mode},
+                                                {"mode", n.xdp.mode},
+                                                {"attached", n.xdp.attached},
+                                                {"prog_id", n.xdp.prog_id}}
+                                         : json(nullptr);
+        out["control"] = {{"socket", n.control_socket}, {"tcp_address", n.control_tcp_address}};
+        out["metrics_address"] = n.metrics_address;
+    }
+    return out;
+}
+
+}  // namespace xagg::daemon

@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: MIT
+// The control API: one JSON object per line in, one per line out. Every request is validated in
+// full before anything changes; a refused request changes nothing.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "daemon/control/control_server.hpp"
+#include "daemon/datapath/datapath.hpp"
+#include "lib/fastpath/fastpath.hpp"
+#include "daemon/jobs/job_table.hpp"
+#include "daemon/jobs/stragglers.hpp"
+
+namespace xagg::daemon {
+
+// What `status` says about the node beyond the job table; the daemon fills it per request.
+struct NodeStatus {
+    std::string interface;
+    std::string datapath;        // xdp | host
+    std::string xdp_mode;        // configured: native | skb
+    Attachment xdp;              // what the kernel runs on the interface (datapath = xdp)
+    std::string control_socket;  // where the API is served
+    std::string control_tcp_address;
+    std::string metrics_address;
+};
+
+// Refusals carry a code beside the message, so a client can tell them apart without parsing
+// English: "unauthorized" (TCP request without the right token), "refused" (anything else).
+inline constexpr const char *kRefusedUnauthorized = "unauthorized";
+inline constexpr const char *kRefused = "refused";
+
+class ControlApi {
+public:
+    // `on_change` runs after every request that changed the job table (to persist it).
+    ControlApi(JobTable &jobs, Datapath &datapath, uint16_t xagg_port,
+               std::function<void()> on_change, StragglerWatch *stragglers = nullptr);
+
+    // One request line in, one response line out (without the newline). With a
+    // `required_token` (requests over TCP), the request must carry it as its "token" field.
+    ControlReply handle_line(const std::string &line, const std::string &required_token = {});
+    nlohmann::json handle(const nlohmann::json &request);
+
+    // Where `status` gets the node's description; without one it reports only the job table.
+    void set_node_status(std::function<NodeStatus()> node) { node_ = std::move(node); }
+    double uptime_seconds() const
+    {
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+    }
+
+    // Evicts these ranks (the straggler watch found them due); logs each.
+    void evict_ranks(uint32_t job_id, uint64_t ranks);
+
+    // The rounds each job has completed (from the periodic slot scan). Under the benefit
+    // policy a job's rank changes as it nears its end (its phase), so memory is re-divided
+    // when that changes the division; the others divide only on arrival and departure.
+    void note_progress(const std::map<uint32_t, uint64_t> &rounds_done);
+
+    uint64_t requests() const { return requests_; }
+    uint64_t errors() const { return errors_; }
+
+private:
+    nlohmann::json create_job(const nlohmann::json &r);
+    nlohmann::json delete_job(const nlohmann::json &r);
+    nlohmann::json join(const nlohmann::json &r);
+    nlohmann::json leave(const nlohmann::json &r);
+    nlohmann::json list_jobs(const nlohmann::json &r);
+    nlohmann::json show_job(const nlohmann::json &r);
+    nlohmann::json stats(const nlohmann::json &r);
+    nlohmann::json status(const nlohmann::json &r);
+    nlohmann::json set_log_level(const nlohmann::json &r);
+    nlohmann::json evict(const nlohmann::json &r);
+    // Evicts in the table, the datapath and the straggler watch; throws if refused.
+    const Job &apply_eviction(uint32_t job_id, uint32_t rank);
+    // Applies the table's layout: every job whose region changes moves. Whether any did.
+    bool rebalance();
+    // How a description gets the job's round progress: read from its slots (a pass over them
+    // all, costly for large jobs), known to be none (a job just created: its tag is new, so no
+    // slot is its), or left out (null).
+    enum class Progress { read, none_yet, omitted };
+    nlohmann::json describe(uint32_t job_id, Progress progress = Progress::read) const;
+
+    JobTable &jobs_;
+    Datapath &datapath_;
+    uint16_t xagg_port_;
+    std::function<void()> on_change_;
+    StragglerWatch *stragglers_;
+    std::function<NodeStatus()> node_;
+    std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+    uint64_t requests_ = 0, errors_ = 0;
+    std::map<uint32_t, uint64_t> rounds_done_;
+};
+
+}  // namespace xagg::daemon

@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: MIT
+#include "daemon/datapath/fast_store.hpp"
+
+namespace xagg::daemon {
+
+JobSpec job_spec(const Job &job)
+{
+    JobSpec spec;
+    spec.id = job.id;
+    spec.members = job.member_bitmap();
+    spec.region_base = job.region_base;
+    spec.region_chunks = job.region_chunks;
+    spec.host_path = job.host_path;
+    spec.fanout = job.fanout;
+    spec.group = job.group;
+    spec.group_port = job.group_port;
+    spec.tag = job.tag;
+    return spec;
+}
+
+void FastPathStore::put_job(const Job &job)
+{
+    fast_.put_job(job_spec(job));
+}
+
+void FastPathStore::delete_job(uint32_t job_id)
+{
+    fast_.delete_job(job_id);
+}
+
+void FastPathStore::put_member(uint32_t job_id, const Member &member)
+{
+    fast_.put_member(job_id, member.rank, member.addr, member.port);
+}
+
+void FastPathStore::delete_member(uint32_t job_id, uint32_t rank)
+{
+    fast_.delete_member(job_id, rank);
+}
+
+void FastPathStore::clear_region(uint32_t base, uint32_t chunks)
+{
+    fast_.clear_region(base, chunks);
+}
+
+void FastPathStore::read_slots(uint32_t first, uint32_t count, const SlotBatchFn &fn) const
+{
+    fast_.for_each_slot_batch(first, count, fn);
+}
+
+void FastPathStore::write_slots(std::span<const uint32_t> keys, std::span<const xagg_slot> values)
+{
+    fast_.write_slots(keys, values);
+}
+
+Counters FastPathStore::counters() const
+{
+    return fast_.counters();
+}
+
+}  // namespace xagg::daemon

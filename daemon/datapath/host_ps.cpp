@@ -1,0 +1,373 @@
+// SPDX-License-Identifier: MIT
+#include "daemon/datapath/host_ps.hpp"
+
+#include <arpa/inet.h>
+#include <endian.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <ctime>
+#include <cstring>
+#include <system_error>
+#include <thread>
+
+#include "lib/fastpath/fastpath.hpp"
+#include "daemon/datapath/fast_store.hpp"
+#include "xagg/check.h"
+#include "xagg/slot.h"
+
+namespace xagg::daemon {
+namespace {
+
+static_assert(__BYTE_ORDER == __LITTLE_ENDIAN,
+              "the payload is little-endian and is summed in place: port the copy loops first");
+
+constexpr unsigned kBatch = 64;
+// Room for more than a chunk's datagram, so that an oversized one is seen (and refused) as such.
+constexpr size_t kMaxDatagram = wire::kDatagramBytes + 1;
+
+int bind_socket(uint16_t port, unsigned ifindex)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        throw std::system_error(errno, std::generic_category(), "host PS socket");
+    int one = 1, buf = 16 << 20;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof(buf));
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof(buf));
+    ip_mreqn mif{};
+    mif.imr_ifindex = static_cast<int>(ifindex);
+    setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &mif, sizeof(mif));
+    unsigned char loop = 0;
+    setsockopt(fd, IPPROTO_IP, IP_MULTICAST_LOOP, &loop, sizeof(loop));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    if (bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) != 0) {
+        int err = errno;
+        close(fd);
+        throw std::system_error(err, std::generic_category(),
+                                "binding the host PS to UDP port " + std::to_string(port));
+    }
+    return fd;
+}
+
+// The clock bpf_ktime_get_ns() reads, so both paths' slot times compare alike.
+uint64_t monotonic_ns()
+{
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec);
+}
+
+}  // namespace
+
+HostPs::HostPs(uint16_t port, const std::string &ifname, unsigned threads) : port_(port)
+{
+    ifindex_ = if_nametoindex(ifname.c_str());
+    if (ifindex_ == 0)
+        throw std::system_error(errno, std::generic_category(), "interface " + ifname);
+    for (unsigned i = 0; i < threads; i++)
+        fds_.push_back(bind_socket(port, ifindex_));
+    busy_ = std::make_unique<std::atomic<uint64_t>[]>(threads);
+    for (unsigned i = 0; i < threads; i++)
+        busy_[i] = kIdle;
+    for (size_t i = 0; i < fds_.size(); i++)
+        threads_.emplace_back([this, i] { serve(fds_[i], i); });
+    spdlog::info("host parameter server on UDP port {} with {} threads", port, threads);
+}
+
+HostPs::~HostPs()
+{
+    stop_ = true;
+    for (auto &t : threads_)
+        t.join();
+    for (int fd : fds_)
+        close(fd);
+}
+
+std::shared_ptr<const HostPs::Jobs> HostPs::jobs() const
+{
+    std::lock_guard g(jobs_lock_);
+    return jobs_;
+}
+
+// Jobs are read per batch by the serving threads: each change publishes a new snapshot.
+uint64_t HostPs::publish(const std::function<void(Jobs &)> &edit)
+{
+    std::lock_guard g(jobs_lock_);
+    auto next = std::make_shared<Jobs>(*jobs_);
+    edit(*next);
+    jobs_ = std::move(next);
+    return ++version_;
+}
+
+void HostPs::wait_for_threads(uint64_t version) const
+{
+    for (size_t i = 0; i < threads_.size(); i++)
+        for (uint64_t v; (v = busy_[i].load()) != kIdle && v < version;)
+            std::this_thread::yield();  // a batch of at most 64 datagrams: microseconds
+}
+
+// The map entries the acceptance rule reads, rebuilt from the table's view of the job.
+void HostPs::refresh_entries(ServedJob &served)
+{
+    served.entry = job_value(job_spec(served.job));
+    served.members.clear();
+    for (const auto &[rank, m] : served.job.members)
+        served.members[rank] = member_value(m.addr, m.port);
+}
+
+void HostPs::put_job(const Job &job)
+{
+    publish([&](Jobs &j) {
+        auto it = j.find(job.id);
+        auto members = it != j.end() ? it->second.job.members : job.members;
+        ServedJob &served = j[job.id];
+        served.job = job;
+        served.job.members = members;
+        refresh_entries(served);
+    });
+}
+
+void HostPs::delete_job(uint32_t job_id)
+{
+    publish([&](Jobs &j) { j.erase(job_id); });
+    // A job id can be reused: nothing of the old job's sums may leak into the new one.
+    for (auto &shard : shards_) {
+        std::lock_guard g(shard.lock);
+        std::erase_if(shard.slots, [&](const auto &kv) { return (kv.first >> 32) == job_id; });
+    }
+}
+
+void HostPs::put_member(uint32_t job_id, const Member &member)
+{
+    publish([&](Jobs &j) {
+        if (auto it = j.find(job_id); it != j.end()) {
+            it->second.job.members[member.rank] = member;
+            refresh_entries(it->second);
+        }
+    });
+}
+
+void HostPs::delete_member(uint32_t job_id, uint32_t rank)
+{
+    publish([&](Jobs &j) {
+        if (auto it = j.find(job_id); it != j.end()) {
+            it->second.job.members.erase(rank);
+            refresh_entries(it->second);
+        }
+    });
+}
+
+void HostPs::hold(uint32_t job_id, uint32_t first, uint32_t end)
+{
+    wait_for_threads(publish([&](Jobs &j) { j.held[job_id] = {first, end}; }));
+}
+
+void HostPs::release(uint32_t job_id)
+{
+    publish([&](Jobs &j) { j.held.erase(job_id); });
+}
+
+void HostPs::import_slots(const Job &job, uint32_t first_chunk, std::span<const xagg_slot> slots)
+{
+    for (size_t i = 0; i + 1 < slots.size(); i += 2) {
+        const auto chunk = first_chunk + static_cast<uint32_t>(i / 2);
+        const bool has[2] = {xagg_slot_owned(&slots[i], job.tag, chunk) != 0,
+                             xagg_slot_owned(&slots[i + 1], job.tag, chunk) != 0};
+        Shard &shard = shards_[chunk % kShards];
+        std::lock_guard g(shard.lock);
+        const uint64_t key = uint64_t{job.id} << 32 | chunk;
+        if (!has[0] && !has[1]) {
+            shard.slots.erase(key);
+            continue;
+        }
+        auto &pair = shard.slots[key];
+        pair[0] = has[0] ? slots[i] : xagg_slot{};
+        pair[1] = has[1] ? slots[i + 1] : xagg_slot{};
+    }
+}
+
+HostStore::Exported HostPs::export_slots(uint32_t job_id, uint32_t first, uint32_t end)
+{
+    Exported out;
+    for (uint32_t chunk = first; chunk < end; chunk++) {
+        Shard &shard = shards_[chunk % kShards];
+        std::lock_guard g(shard.lock);
+        auto it = shard.slots.find(uint64_t{job_id} << 32 | chunk);
+        if (it == shard.slots.end())
+            continue;
+        out.chunks.push_back(chunk);
+        out.slots.push_back(it->second[0]);
+        out.slots.push_back(it->second[1]);
+        shard.slots.erase(it);
+    }
+    return out;
+}
+
+std::vector<SlotState> HostPs::slot_states(const Job &job) const
+{
+    std::vector<SlotState> out;
+    for (uint32_t chunk = job.region_chunks; chunk < job.chunks; chunk++) {
+        const Shard &shard = shards_[chunk % kShards];
+        std::lock_guard g(shard.lock);
+        auto it = shard.slots.find(uint64_t{job.id} << 32 | chunk);
+        if (it == shard.slots.end())
+            continue;
+        for (const xagg_slot &slot : it->second)
+            if (slot.seen)
+                out.push_back({chunk, slot.tag, slot.round, slot.seen, slot.started_ns});
+    }
+    return out;
+}
+
+Counters HostPs::counters() const
+{
+    Counters c{};
+    for (int i = 0; i < XAGG_CNT_MAX; i++)
+        c[i] = counters_[i].load();
+    return c;
+}
+
+enum xagg_counter HostPs::handle(std::span<const uint8_t> datagram, const sockaddr_in &from,
+                                 std::vector<Reply> &replies)
+{
+    return handle(*jobs(), datagram, from, replies);
+}
+
+// The fast path's sequence (bpf/xagg_fastpath.bpf.c) from the datagram on; the kernel has made
+// the IP and UDP checks.
+enum xagg_counter HostPs::handle(const Jobs &jobs, std::span<const uint8_t> datagram,
+                                 const sockaddr_in &from, std::vector<Reply> &replies)
+{
+    const auto outcome = [&](enum xagg_counter c) {
+        count(c);
+        return c;
+    };
+    xagg_hdr h{};
+    std::memcpy(&h, datagram.data(), std::min(sizeof(h), datagram.size()));
+    if (auto refused = xagg_check_datagram(&h, static_cast<__u32>(datagram.size()));
+        refused != XAGG_ACCEPT)
+        return outcome(refused);
+
+    const uint32_t job_id = be32toh(h.job_id), rank = be16toh(h.rank);
+    auto job_it = jobs.find(job_id);
+    const ServedJob *served = job_it != jobs.end() ? &job_it->second : nullptr;
+    const xagg_member *member = nullptr;
+    if (served)
+        if (auto m = served->members.find(rank); m != served->members.end())
+            member = &m->second;
+    if (auto refused = xagg_check_sender(served ? &served->entry : nullptr, member, rank,
+                                         from.sin_addr.s_addr, from.sin_port);
+        refused != XAGG_ACCEPT)
+        return outcome(refused);
+
+    const Job &job = served->job;
+    const uint32_t chunk = be32toh(h.chunk), round = be32toh(h.round);
+    // Held, or a chunk the fast path serves (a datagram passed up before it took over).
+    auto held = jobs.held.find(job_id);
+    if ((held != jobs.held.end() && chunk >= held->second.first && chunk < held->second.second) ||
+        xagg_route(&served->entry, chunk) == XAGG_ACCEPT)
+        return outcome(XAGG_CNT_DROP_MOVING);
+
+    int32_t vals[XAGG_CHUNK_ELEMS];
+    std::memcpy(vals, datagram.data() + sizeof(h), sizeof(vals));
+    __u64 seen = 0;
+    enum xagg_slot_verdict verdict;
+    {
+        Shard &shard = shards_[chunk % kShards];
+        std::lock_guard g(shard.lock);
+        auto &pair = shard.slots[uint64_t{job_id} << 32 | chunk];
+        verdict = xagg_slot_update(&pair[round & 1], monotonic_ns(), job.tag, chunk, round,
+                                   h.exponent, 1ull << rank, served->entry.members, vals, &seen);
+    }
+    auto reply = [&](const sockaddr_in &to, uint8_t extra_flags) {
+        Reply &r = replies.emplace_back();
+        xagg_hdr result = h;
+        xagg_make_result_hdr(&result, seen, XAGG_F_FALLBACK | extra_flags);
+        std::memcpy(r.data.data(), &result, sizeof(result));
+        std::memcpy(r.data.data() + sizeof(result), vals, sizeof(vals));
+        r.to = to;
+    };
+    const enum xagg_counter result = xagg_verdict_counter(verdict, &served->entry);
+    switch (verdict) {
+    case XAGG_SLOT_RESEND: reply(from, XAGG_F_RESENT); break;
+    case XAGG_SLOT_COMPLETED:
+        if (result == XAGG_CNT_COMPLETED_FANOUT) {
+            // The fast path copies in TC; here one datagram per member.
+            for (const auto &[r, m] : job.members) {
+                sockaddr_in to{};
+                to.sin_family = AF_INET;
+                to.sin_addr = m.addr;
+                to.sin_port = htons(m.port);
+                reply(to, 0);
+                count(XAGG_CNT_FANOUT_COPIES);
+            }
+        } else {
+            sockaddr_in to{};
+            to.sin_family = AF_INET;
+            to.sin_addr = job.group;
+            to.sin_port = htons(job.group_port);
+            reply(to, 0);
+        }
+        break;
+    default: break;
+    }
+    return outcome(result);
+}
+
+void HostPs::serve(int fd, size_t thread)
+{
+    static thread_local uint8_t in[kBatch][kMaxDatagram];
+    std::vector<Reply> out;
+    out.reserve(kBatch * 4);
+    while (!stop_) {
+        pollfd p{fd, POLLIN, 0};
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        mmsghdr msgs[kBatch]{};
+        iovec iov[kBatch];
+        sockaddr_in from[kBatch];
+        for (unsigned i = 0; i < kBatch; i++) {
+            iov[i] = {in[i], kMaxDatagram};
+            msgs[i].msg_hdr.msg_iov = &iov[i];
+            msgs[i].msg_hdr.msg_iovlen = 1;
+            msgs[i].msg_hdr.msg_name = &from[i];
+            msgs[i].msg_hdr.msg_namelen = sizeof(from[i]);
+        }
+        int n = recvmmsg(fd, msgs, kBatch, MSG_DONTWAIT, nullptr);
+        if (n <= 0)
+            continue;
+        // Which table version this batch works from, so that hold() can wait it out.
+        busy_[thread] = version_.load();
+        auto jobs_now = jobs();
+        out.clear();
+        for (int i = 0; i < n; i++)
+            handle(*jobs_now, {in[i], msgs[i].msg_len}, from[i], out);
+        // Batched sends; a full buffer is loss the workers' retransmission recovers.
+        for (size_t sent = 0; sent < out.size();) {
+            mmsghdr omsgs[kBatch]{};
+            iovec oiov[kBatch];
+            unsigned k = 0;
+            for (; k < kBatch && sent + k < out.size(); k++) {
+                Reply &o = out[sent + k];
+                oiov[k] = {o.data.data(), o.data.size()};
+                omsgs[k].msg_hdr.msg_iov = &oiov[k];
+                omsgs[k].msg_hdr.msg_iovlen = 1;
+                omsgs[k].msg_hdr.msg_name = &o.to;
+                omsgs[k].msg_hdr.msg_namelen = sizeof(o.to);
+            }
+            int s = sendmmsg(fd, omsgs, k, 0);
+            sent += s > 0 ? static_cast<size_t>(s) : k;
+        }
+        busy_[thread] = kIdle;
+    }
+}
+
+}  // namespace xagg::daemon

@@ -1,0 +1,239 @@
+// SPDX-License-Identifier: MIT
+#include "daemon/jobs/job_table.hpp"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <random>
+#include <stdexcept>
+
+namespace xagg::daemon {
+namespace {
+
+[[noreturn]] void refuse(const std::string &why)
+{
+    throw std::invalid_argument(why);
+}
+
+}  // namespace
+
+std::string ipv4_string(in_addr a)
+{
+    char buf[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &a, buf, sizeof(buf));
+    return buf;
+}
+
+in_addr parse_ipv4(const std::string &s)
+{
+    in_addr a{};
+    if (inet_pton(AF_INET, s.c_str(), &a) != 1)
+        refuse("'" + s + "' is not an IPv4 address");
+    return a;
+}
+
+uint32_t new_tag()
+{
+    static std::random_device source;  // getrandom(2)
+    uint32_t tag;
+    do
+        tag = source();
+    while (tag == XAGG_TAG_NONE);
+    return tag;
+}
+
+nlohmann::json ranks(uint64_t bitmap)
+{
+    nlohmann::json out = nlohmann::json::array();
+    for (uint32_t r = 0; r < XAGG_MAX_WORKERS; r++)
+        if (bitmap >> r & 1)
+            out.push_back(r);
+    return out;
+}
+
+const char *to_string(StragglerPolicy p)
+{
+    return p == StragglerPolicy::evict ? "evict" : "wait";
+}
+
+JobTable::JobTable(uint32_t capacity_chunks, uint32_t max_jobs, in_addr group_base,
+                   uint32_t min_job_chunks, sched::Policy policy)
+    : capacity_chunks_(capacity_chunks),
+      max_jobs_(max_jobs),
+      min_job_chunks_(min_job_chunks),
+      policy_(policy),
+      group_base_(group_base)
+{
+}
+
+uint32_t JobTable::used_chunks() const
+{
+    uint32_t used = 0;
+    for (const auto &[id, job] : jobs_)
+        used += job.region_chunks;
+    return used;
+}
+
+// The fast path's costs per chunk relative to each other, from bench/run (4 workers, 64 MiB:
+// the host path takes 1.7x the fast path's time). Only their ratio matters to the ranking.
+constexpr double kFastStepPerChunk = 1.0, kHostStepPerChunk = 1.7;
+
+std::map<uint32_t, Region> JobTable::layout(const std::map<uint32_t, uint64_t> &rounds_done) const
+{
+    std::vector<sched::JobDemand> demands;
+    for (const auto &[id, job] : jobs_) {
+        sched::JobDemand d{id, job.host_path ? 0 : job.chunks, job.weight, job.arrival, {}};
+        if (job.iterations) {
+            auto done = rounds_done.find(id);
+            uint64_t left = job.iterations -
+                            std::min(job.iterations, done == rounds_done.end() ? 0 : done->second);
+            // Remaining time as if on the fast path: what a job that got the memory would take.
+            d.benefit =
+                sched::benefit_score(job.chunks * kHostStepPerChunk, job.chunks * kFastStepPerChunk,
+                                     static_cast<double>(left) * job.chunks * kFastStepPerChunk);
+        }
+        demands.push_back(d);
+    }
+    std::map<uint32_t, Region> out;
+    uint32_t base = 0;
+    for (const auto &[id, chunks] :
+         sched::divide(policy_, capacity_chunks_, min_job_chunks_, demands)) {
+        out[id] = chunks ? Region{base, static_cast<uint32_t>(chunks)} : Region{};
+        base += static_cast<uint32_t>(chunks);
+    }
+    return out;
+}
+
+void JobTable::set_region(uint32_t id, Region region)
+{
+    if (uint64_t{region.base} + region.chunks > capacity_chunks_)
+        refuse("region lies beyond the fast-path capacity");
+    Job &job = get(id);
+    job.region_base = region.base;
+    job.region_chunks = std::min(region.chunks, job.chunks);
+}
+
+const Job &JobTable::create(const JobRequest &r)
+{
+    if (jobs_.size() >= max_jobs_)
+        refuse("the job table is full (" + std::to_string(max_jobs_) + " jobs)");
+    if (r.workers < 1 || r.workers > XAGG_MAX_WORKERS)
+        refuse("workers must be 1..64");
+    if (r.gradient_elems == 0)
+        refuse("gradient_elems must be positive");
+    uint64_t chunks = (r.gradient_elems + XAGG_CHUNK_ELEMS - 1) / XAGG_CHUNK_ELEMS;
+    if (chunks > UINT32_MAX)
+        refuse("gradient_elems is too large (at most 2^32 chunks of 768 values)");
+    if (r.timeout_ms == 0)
+        refuse("timeout_ms must be positive");
+    if (r.evict_after == 0)
+        refuse("evict_after must be positive");
+    if (!(r.weight > 0) || r.weight > 1e6)
+        refuse("weight must be in (0, 1e6]");
+    uint32_t id = 0;
+    if (r.id) {
+        id = *r.id;
+        if (id == 0 || id > 0xffff)
+            refuse("job id must be 1..65535");
+        if (jobs_.count(id))
+            refuse("job " + std::to_string(id) + " exists");
+    } else {
+        for (id = 1; jobs_.count(id); id++) {
+        }
+    }
+    Job job;
+    job.id = id;
+    job.workers = r.workers;
+    job.gradient_elems = r.gradient_elems;
+    job.chunks = static_cast<uint32_t>(chunks);
+    job.policy = r.policy;
+    job.timeout_ms = r.timeout_ms;
+    job.evict_after = r.evict_after;
+    job.weight = r.weight;
+    job.iterations = r.iterations;
+    job.arrival = next_arrival_++;
+    job.tag = new_tag();
+    job.host_path = r.host_path;
+    job.fanout = r.fanout;
+    job.group.s_addr = htonl(ntohl(group_base_.s_addr) + id);
+    job.group_port = 9872;
+    return jobs_.emplace(id, job).first->second;
+}
+
+Job &JobTable::get(uint32_t id)
+{
+    auto it = jobs_.find(id);
+    if (it == jobs_.end())
+        refuse("no job " + std::to_string(id));
+    return it->second;
+}
+
+const Job *JobTable::find(uint32_t id) const
+{
+    auto it = jobs_.find(id);
+    return it == jobs_.end() ? nullptr : &it->second;
+}
+
+void JobTable::remove(uint32_t id)
+{
+    jobs_.erase(get(id).id);
+}
+
+const Member &JobTable::join(uint32_t id, uint32_t rank, in_addr addr, uint16_t port)
+{
+    Job &job = get(id);
+    if (rank >= job.workers)
+        refuse("rank " + std::to_string(rank) + " is not below the job's " +
+               std::to_string(job.workers) + " workers");
+    if (port == 0)
+        refuse("port must be 1..65535");
+    for (const auto &[r, m] : job.members)
+        if (r != rank && m.addr.s_addr == addr.s_addr && m.port == port)
+            refuse(ipv4_string(addr) + ":" + std::to_string(port) + " already joined as rank " +
+                   std::to_string(r));
+    auto it = job.members.find(rank);
+    if (it != job.members.end() &&
+        (it->second.addr.s_addr != addr.s_addr || it->second.port != port))
+        refuse("rank " + std::to_string(rank) + " is taken by " + ipv4_string(it->second.addr) +
+               ":" + std::to_string(it->second.port) + "; leave first");
+    Member m{rank, addr, port};
+    job.evicted &= ~(1ull << rank);
+    return job.members[rank] = m;
+}
+
+const Job &JobTable::evict(uint32_t id, uint32_t rank)
+{
+    Job &job = get(id);
+    if (rank >= job.workers)
+        refuse("rank " + std::to_string(rank) + " is not below the job's " +
+               std::to_string(job.workers) + " workers");
+    uint64_t bit = 1ull << rank;
+    if (!(job.member_bitmap() & bit))
+        refuse("rank " + std::to_string(rank) + " of job " + std::to_string(id) +
+               " is already evicted");
+    if (job.member_bitmap() == bit)
+        refuse("rank " + std::to_string(rank) + " is the last of job " + std::to_string(id));
+    job.evicted |= bit;
+    job.evictions++;
+    job.members.erase(rank);
+    return job;
+}
+
+void JobTable::leave(uint32_t id, uint32_t rank)
+{
+    Job &job = get(id);
+    if (!job.members.erase(rank))
+        refuse("rank " + std::to_string(rank) + " is not a member of job " + std::to_string(id));
+}
+
+void JobTable::restore(std::map<uint32_t, Job> jobs)
+{
+    for (const auto &[id, job] : jobs)
+        if (uint64_t{job.region_base} + job.region_chunks > capacity_chunks_)
+            refuse("job " + std::to_string(id) + " lies beyond the fast-path capacity");
+    jobs_ = std::move(jobs);
+    for (const auto &[id, job] : jobs_)
+        next_arrival_ = std::max(next_arrival_, job.arrival + 1);
+}
+
+}  // namespace xagg::daemon

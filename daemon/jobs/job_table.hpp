@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: MIT
+// The job table: jobs, their members and their share of fast-path memory. Pure bookkeeping, no
+// I/O: the control API validates requests against it and then mirrors changes into the maps.
+#pragma once
+
+#include <netinet/in.h>
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lib/sched/memory_scheduler.hpp"
+#include "xagg/fastpath.h"
+#include "xagg/proto.h"
+
+namespace xagg::daemon {
+
+struct Member {
+    uint32_t rank = 0;
+    in_addr addr{};
+    uint16_t port = 0;
+};
+
+enum class StragglerPolicy { wait, evict };
+
+struct JobRequest {
+    std::optional<uint32_t> id;   // assigned when absent
+    uint32_t workers = 0;         // 1..64
+    uint64_t gradient_elems = 0;  // int32 values per all-reduce
+    StragglerPolicy policy = StragglerPolicy::wait;
+    uint32_t timeout_ms = 1000;  // a slot partial this long is a straggler event
+    uint32_t evict_after = 3;    // under `evict`: consecutive timeouts before a rank is removed
+    double weight = 1.0;         // share of fast-path memory relative to other jobs
+    uint64_t iterations = 0;     // all-reduces the job will run; 0 = not said (benefit policy)
+    bool host_path = false;      // all chunks to the host-side parameter server
+    bool fanout = false;         // unicast fan-out instead of multicast results
+};
+
+struct Job {
+    uint32_t id = 0;
+    uint32_t workers = 0;
+    uint64_t gradient_elems = 0;
+    uint32_t chunks = 0;         // ceil(gradient_elems / XAGG_CHUNK_ELEMS)
+    uint32_t region_base = 0;    // fast-path slots [region_base, region_base + region_chunks)
+    uint32_t region_chunks = 0;  // chunks on the fast path; the rest go to the host path
+    StragglerPolicy policy = StragglerPolicy::wait;
+    uint32_t timeout_ms = 0;
+    uint32_t evict_after = 3;
+    uint64_t evicted = 0;    // ranks removed by the evict policy; results no longer wait for them
+    uint64_t evictions = 0;  // how many times a rank of this job was evicted
+    double weight = 1.0;
+    uint64_t iterations = 0;  // 0: not said
+    uint64_t arrival = 0;     // creation order, for the policies that care
+    uint32_t tag = 0;         // owner tag of its slots (xagg_job.tag): random, fresh per job
+    bool host_path = false;
+    bool fanout = false;
+    in_addr group{};
+    uint16_t group_port = 0;
+    std::map<uint32_t, Member> members;  // by rank
+
+    uint64_t all_ranks() const { return workers == 64 ? ~0ull : (1ull << workers) - 1; }
+    // The ranks whose contributions complete a chunk.
+    uint64_t member_bitmap() const { return all_ranks() & ~evicted; }
+};
+
+// A job's share of fast-path memory: chunks [0, chunks) of the job live in slots of chunks
+// [base, base + chunks).
+struct Region {
+    uint32_t base = 0;
+    uint32_t chunks = 0;
+    bool operator==(const Region &) const = default;
+};
+
+class JobTable {
+public:
+    // Fast-path memory is divided by `policy` (memory_scheduler.hpp); under benefit and fair
+    // every job that wants it is guaranteed min(its chunks, min_job_chunks) while those fit.
+    JobTable(uint32_t capacity_chunks, uint32_t max_jobs, in_addr group_base,
+             uint32_t min_job_chunks = 256, sched::Policy policy = sched::Policy::benefit);
+
+    // Each throws std::invalid_argument with a message for the API client. A new job has no
+    // fast-path memory until the caller applies a layout().
+    const Job &create(const JobRequest &request);
+    void remove(uint32_t id);
+    // Joining clears an eviction of that rank: it is a member again.
+    const Member &join(uint32_t id, uint32_t rank, in_addr addr, uint16_t port);
+    void leave(uint32_t id, uint32_t rank);
+    // Removes a rank from the job's members and from the ranks a chunk waits for.
+    const Job &evict(uint32_t id, uint32_t rank);
+
+    // The policy's division of fast-path memory between the current jobs, packed in id order.
+    // `rounds_done` (by job id) is how many all-reduce rounds each job has completed, for the
+    // benefit policy's remaining time. Deterministic: the same inputs give the same layout.
+    std::map<uint32_t, Region> layout(const std::map<uint32_t, uint64_t> &rounds_done = {}) const;
+    sched::Policy policy() const { return policy_; }
+    void set_region(uint32_t id, Region region);
+
+    const Job *find(uint32_t id) const;
+    const std::map<uint32_t, Job> &jobs() const { return jobs_; }
+    uint32_t capacity_chunks() const { return capacity_chunks_; }
+    uint32_t used_chunks() const;
+
+    // Replaces the table with a saved one (after a restart, daemon/recovery.hpp); throws
+    // std::invalid_argument if a job lies beyond the capacity.
+    void restore(std::map<uint32_t, Job> jobs);
+
+private:
+    Job &get(uint32_t id);
+
+    uint32_t capacity_chunks_;
+    uint32_t max_jobs_;
+    uint32_t min_job_chunks_;
+    sched::Policy policy_;
+    uint64_t next_arrival_ = 0;
+    in_addr group_base_;
+    std::map<uint32_t, Job> jobs_;
+};
+
+const char *to_string(StragglerPolicy p);
+// A fresh slot owner tag: random (getrandom), never XAGG_TAG_NONE.
+uint32_t new_tag();
+// An IPv4 address in dotted form, and back (throws std::invalid_argument).
+std::string ipv4_string(in_addr a);
+in_addr parse_ipv4(const std::string &s);
+// A rank bitmap as a JSON array of ranks, lowest first.
+nlohmann::json ranks(uint64_t bitmap);
+
+}  // namespace xagg::daemon

@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: MIT
+#include "daemon/jobs/progress.hpp"
+
+#include <map>
+
+namespace xagg::daemon {
+namespace {
+
+// Rounds compare in serial-number order, as the slot rule does (include/xagg/slot.h).
+bool newer(uint32_t a, uint32_t b)
+{
+    return static_cast<int32_t>(a - b) > 0;
+}
+
+}  // namespace
+
+JobProgress job_progress(const Job &job, const std::vector<SlotState> &slots)
+{
+    struct Latest {
+        uint32_t round;
+        bool complete;
+    };
+    const uint64_t members = job.member_bitmap();
+    std::map<uint32_t, Latest> latest;  // by chunk
+    for (const SlotState &s : slots) {
+        if (s.tag != job.tag || s.seen == 0 || s.chunk >= job.chunks)
+            continue;
+        Latest here{s.round, (s.seen & members) == members};
+        auto [it, inserted] = latest.emplace(s.chunk, here);
+        if (!inserted && newer(s.round, it->second.round))
+            it->second = here;
+    }
+    JobProgress p;
+    p.not_started = job.chunks - static_cast<uint32_t>(latest.size());
+    for (const auto &[chunk, l] : latest) {
+        if (!p.newest_round || newer(l.round, *p.newest_round))
+            p.newest_round = l.round;
+        if (!p.oldest_round || newer(*p.oldest_round, l.round))
+            p.oldest_round = l.round;
+        p.in_flight += !l.complete;
+    }
+    for (const auto &[chunk, l] : latest)
+        p.complete_at_newest += l.complete && l.round == *p.newest_round;
+    return p;
+}
+
+nlohmann::json to_json(const JobProgress &p)
+{
+    auto round = [](const std::optional<uint32_t> &r) {
+        return r ? nlohmann::json(*r) : nlohmann::json(nullptr);
+    };
+    return {{"newest_round", round(p.newest_round)},
+            {"oldest_round", round(p.oldest_round)},
+            {"chunks_complete_at_newest", p.complete_at_newest},
+            {"chunks_in_flight", p.in_flight},
+            {"chunks_not_started", p.not_started}};
+}
+
+}  // namespace xagg::daemon

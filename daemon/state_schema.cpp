@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: MIT
+#include "daemon/state_schema.hpp"
+
+#include <stdexcept>
+#include <string>
+
+namespace xagg::daemon::state {
+namespace {
+
+using nlohmann::json;
+
+json save_job(const Job &j)
+{
+    json members = json::array();
+    for (const auto &[rank, m] : j.members)
+        members.push_back({{"rank", rank}, {"addr", ipv4_string(m.addr)}, {"port", m.port}});
+    return {{"id", j.id},
+            {"workers", j.workers},
+            {"gradient_elems", j.gradient_elems},
+            {"chunks", j.chunks},
+            {"region_base", j.region_base},
+            {"region_chunks", j.region_chunks},
+            {"straggler_policy", to_string(j.policy)},
+            {"timeout_ms", j.timeout_ms},
+            {"evict_after", j.evict_after},
+            {"evicted", j.evicted},
+            {"evictions", j.evictions},
+            {"weight", j.weight},
+            {"iterations", j.iterations},
+            {"arrival", j.arrival},
+            {"tag", j.tag},
+            {"host_path", j.host_path},
+            {"fanout", j.fanout},
+            {"group", ipv4_string(j.group)},
+            {"group_port", j.group_port},
+            {"members", members}};
+}
+
+Member load_member(const json &m)
+{
+    return Member{m.at("rank").get<uint32_t>(), parse_ipv4(m.at("addr").get<std::string>()),
+                  m.at("port").get<uint16_t>()};
+}
+
+StragglerPolicy load_policy(const std::string &name)
+{
+    if (name == "evict")
+        return StragglerPolicy::evict;
+    if (name == "wait")
+        return StragglerPolicy::wait;
+    throw std::invalid_argument("unknown straggler policy '" + name + "'");
+}
+
+Job load_job(const json &j)
+{
+    Job job;
+    job.id = j.at("id").get<uint32_t>();
+    job.workers = j.at("workers").get<uint32_t>();
+    job.gradient_elems = j.at("gradient_elems").get<uint64_t>();
+    job.chunks = j.at("chunks").get<uint32_t>();
+    job.region_base = j.at("region_base").get<uint32_t>();
+    job.region_chunks = j.at("region_chunks").get<uint32_t>();
+    job.policy = load_policy(j.at("straggler_policy").get<std::string>());
+    job.timeout_ms = j.at("timeout_ms").get<uint32_t>();
+    job.evict_after = j.at("evict_after").get<uint32_t>();
+    job.evicted = j.at("evicted").get<uint64_t>();
+    job.evictions = j.at("evictions").get<uint64_t>();
+    job.weight = j.at("weight").get<double>();
+    job.iterations = j.at("iterations").get<uint64_t>();
+    job.arrival = j.at("arrival").get<uint64_t>();
+    job.tag = j.at("tag").get<uint32_t>();
+    job.host_path = j.at("host_path").get<bool>();
+    job.fanout = j.at("fanout").get<bool>();
+    job.group = parse_ipv4(j.at("group").get<std::string>());
+    job.group_port = j.at("group_port").get<uint16_t>();
+    for (const auto &m : j.at("members")) {
+        Member member = load_member(m);
+        job.members[member.rank] = member;
+    }
+    return job;
+}
+
+// xagg 0.1 saved the API's view of each job: other names, optional fields, no tag.
+Job load_unversioned_job(const json &j)
+{
+    Job job;
+    job.id = j.at("id").get<uint32_t>();
+    job.workers = j.at("workers").get<uint32_t>();
+    job.gradient_elems = j.at("gradient_elems").get<uint64_t>();
+    job.chunks = j.at("chunks").get<uint32_t>();
+    job.region_base = j.at("region_base").get<uint32_t>();
+    job.region_chunks = j.at("fast_path_chunks").get<uint32_t>();
+    job.policy = load_policy(j.at("policy").get<std::string>());
+    job.timeout_ms = j.at("timeout_ms").get<uint32_t>();
+    job.evict_after = j.value("evict_after", 3u);
+    for (uint32_t r : j.value("evicted_ranks", std::vector<uint32_t>{}))
+        if (r < XAGG_MAX_WORKERS)
+            job.evicted |= 1ull << r;
+    job.evictions = j.value("evictions", uint64_t{0});
+    job.weight = j.at("weight").get<double>();
+    job.iterations = j.value("iterations", uint64_t{0});
+    job.arrival = j.value("arrival", uint64_t{job.id});
+    // A table saved before tags: a fresh one (sums in flight are rebuilt by retransmission, as
+    // after a reboot).
+    job.tag = j.contains("tag") ? j.at("tag").get<uint32_t>() : new_tag();
+    job.host_path = j.at("host_path").get<bool>();
+    job.fanout = j.at("fanout").get<bool>();
+    job.group = parse_ipv4(j.at("group").get<std::string>());
+    job.group_port = j.at("group_port").get<uint16_t>();
+    for (const auto &m : j.at("members")) {
+        Member member = load_member(m);
+        job.members[member.rank] = member;
+    }
+    return job;
+}
+
+}  // namespace
+
+json save(const std::map<uint32_t, Job> &jobs)
+{
+    json list = json::array();
+    for (const auto &[id, job] : jobs)
+        list.push_back(save_job(job));
+    return {{"schema", kSchema}, {"version", kVersion}, {"jobs", list}};
+}
+
+std::map<uint32_t, Job> load(const json &saved)
+{
+    std::map<uint32_t, Job> jobs;
+    try {
+        if (saved.is_array()) {
+            for (const auto &j : saved) {
+                Job job = load_unversioned_job(j);
+                jobs[job.id] = job;
+            }
+            return jobs;
+        }
+        if (saved.value("schema", "") != kSchema)
+            throw std::invalid_argument("not an xagg state file (no \"schema\": \"xagg-state\")");
+        if (saved.at("version") != kVersion)
+            throw std::invalid_argument("state version " + saved.at("version").dump() +
+                                        " is not one this xaggd reads (" +
+                                        std::to_string(kVersion) + ")");
+        for (const auto &j : saved.at("jobs")) {
+            Job job = load_job(j);
+            jobs[job.id] = job;
+        }
+    } catch (const json::exception &e) {
+        throw std::invalid_argument(std::string("malformed job table: ") + e.what());
+    }
+    return jobs;
+}
+
+}  // namespace xagg::daemon::state

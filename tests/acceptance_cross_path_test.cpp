@@ -1,0 +1,173 @@
+// SPDX-License-Identifier: MIT
+// One acceptance rule, two paths: every frame of the fast path's table of refused and passed
+// frames (tests/support/fastpath_fixture.hpp) runs through the XDP program (BPF_PROG_TEST_RUN)
+// and, as the datagram the kernel would deliver, through the host-side parameter server; a
+// refusal must carry the same counter on both. Then one sequence of contributions (duplicate,
+// disagreeing exponent, completion, re-send, stale round) gives the same verdicts and the same
+// sums on both paths.
+#include <gtest/gtest.h>
+
+#include <optional>
+
+#include "daemon/datapath/host_ps.hpp"
+#include "tests/support/fastpath_fixture.hpp"
+
+namespace xagg::test {
+namespace {
+
+// The datagram a UDP socket gets for `frame`: the UDP payload, from the frame's source.
+struct Datagram {
+    Bytes payload;
+    sockaddr_in from{};
+};
+
+Datagram as_datagram(const Bytes &frame)
+{
+    const size_t udp_len = (size_t{frame[off::udp_len]} << 8) | frame[off::udp_len + 1];
+    Datagram d;
+    d.payload.assign(frame.begin() + off::x, frame.begin() + off::udp + udp_len);
+    d.from.sin_family = AF_INET;
+    std::memcpy(&d.from.sin_addr.s_addr, &frame[off::ip_src], 4);
+    std::memcpy(&d.from.sin_port, &frame[off::udp_sport], 2);
+    return d;
+}
+
+class CrossPathTest : public FastPathTest {
+protected:
+    void SetUp() override
+    {
+        FastPathTest::SetUp();
+        if (IsSkipped())
+            return;
+        // No serving threads: datagrams come in through handle() only.
+        host_ = std::make_unique<daemon::HostPs>(XAGG_DEFAULT_PORT, "lo", 0);
+        for (const AddedJob &added : jobs_)
+            host_->put_job(host_job(added));
+    }
+
+    // The fixture's job as the daemon's table has it, members included.
+    static daemon::Job host_job(const AddedJob &added)
+    {
+        daemon::Job job;
+        job.id = added.spec.id;
+        job.workers = added.workers;
+        job.chunks = 1u << 20;
+        job.region_base = added.spec.region_base;
+        job.region_chunks = added.spec.region_chunks;
+        job.tag = added.spec.tag;
+        job.host_path = added.spec.host_path;
+        job.fanout = added.spec.fanout;
+        job.group = added.spec.group;
+        job.group_port = added.spec.group_port;
+        for (uint32_t r = 0; r < added.workers; r++) {
+            Member m = member_of(job.id, r);
+            job.members[r] = daemon::Member{r, in_addr{htonl(m.ip)}, m.port};
+        }
+        return job;
+    }
+
+    // Runs the datagram through the host path; checks that exactly its outcome was counted.
+    enum xagg_counter host_run(const Bytes &frame, std::vector<daemon::HostPs::Reply> &replies)
+    {
+        const Datagram d = as_datagram(frame);
+        const Counters before = host_->counters();
+        const enum xagg_counter outcome = host_->handle(d.payload, d.from, replies);
+        const Counters after = host_->counters();
+        for (int c = 0; c < XAGG_CNT_MAX; c++) {
+            const bool copies = c == XAGG_CNT_FANOUT_COPIES;  // counted per copy, beside it
+            if (!copies) {
+                EXPECT_EQ(after[c], before[c] + (c == outcome ? 1 : 0))
+                    << "host counter " << counter_name(static_cast<xagg_counter>(c));
+            }
+        }
+        return outcome;
+    }
+
+    std::unique_ptr<daemon::HostPs> host_;
+};
+
+class SameRefusalTest : public CrossPathTest, public ::testing::WithParamInterface<BadFrameCase> {};
+
+TEST_P(SameRefusalTest, OnBothPaths)
+{
+    const BadFrameCase &c = GetParam();
+    const Bytes frame = c.make();
+    expect_unchanged(frame, c.action, c.counter);
+    if (!c.host) {
+        SUCCEED() << "an IP-layer case: the kernel, not the host path, handles it";
+        return;
+    }
+    std::vector<daemon::HostPs::Reply> replies;
+    EXPECT_EQ(counter_name(host_run(frame, replies)), std::string(counter_name(*c.host)));
+    if (c.action == XDP_DROP) {
+        EXPECT_EQ(*c.host, c.counter) << "a refusal must be the same on both paths";
+    }
+    if (*c.host != XAGG_CNT_AGGREGATED) {
+        EXPECT_TRUE(replies.empty()) << "a refused datagram causes no reply";
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, SameRefusalTest, ::testing::ValuesIn(kBadFrames),
+                         [](const auto &tc) { return std::string(tc.param.name); });
+
+// The sums on the wire: little-endian int32 after the 32-byte header.
+std::vector<int32_t> values_of(const uint8_t *datagram)
+{
+    std::vector<int32_t> v(XAGG_CHUNK_ELEMS);
+    for (size_t i = 0; i < v.size(); i++) {
+        uint32_t le = 0;
+        for (int b = 0; b < 4; b++)
+            le |= uint32_t{datagram[32 + 4 * i + b]} << (8 * b);
+        v[i] = static_cast<int32_t>(le);
+    }
+    return v;
+}
+
+TEST_F(CrossPathTest, OneSequenceGivesTheSameVerdictsAndSumsOnBothPaths)
+{
+    // Job B (two workers) is served by the fast path; the same contributions to the host-path
+    // job (two workers too) are served by the host path.
+    struct Step {
+        uint32_t rank, round;
+        int8_t exponent;
+        int32_t value;
+        enum xagg_counter outcome;
+    };
+    const Step steps[] = {
+        {0, 0, 3, 11, XAGG_CNT_AGGREGATED},
+        {0, 0, 3, 11, XAGG_CNT_DROP_DUPLICATE},
+        {1, 0, 4, 22, XAGG_CNT_DROP_BAD_EXPONENT},
+        {1, 0, 3, -22, XAGG_CNT_COMPLETED},
+        {0, 0, 3, 11, XAGG_CNT_RESENT},
+        {0, 1, 3, 5, XAGG_CNT_AGGREGATED},
+        {1, 1, 3, 6, XAGG_CNT_COMPLETED},
+        {0, 2, 3, 7, XAGG_CNT_AGGREGATED},
+        {1, 0, 3, 1, XAGG_CNT_DROP_STALE_ROUND},
+    };
+    for (const Step &s : steps) {
+        SCOPED_TRACE(std::string("rank ") + std::to_string(s.rank) + " round " +
+                     std::to_string(s.round) + ", expecting " + counter_name(s.outcome));
+        Frame fast = contribution(kJobB, s.rank, s.round, 0, filled(s.value));
+        fast.exponent = s.exponent;
+        const uint32_t action =
+            s.outcome == XAGG_CNT_COMPLETED || s.outcome == XAGG_CNT_RESENT ? XDP_TX : XDP_DROP;
+        const Result on_fast = expect(fast.build(), action, s.outcome);
+
+        Frame host = contribution(kJobHost, s.rank, s.round, 0, filled(s.value));
+        host.exponent = s.exponent;
+        std::vector<daemon::HostPs::Reply> replies;
+        EXPECT_EQ(counter_name(host_run(host.build(), replies)),
+                  std::string(counter_name(s.outcome)));
+        ASSERT_EQ(replies.size(), action == XDP_TX ? 1u : 0u);
+        if (replies.empty())
+            continue;
+        // The same sum, the same bitmap of contributors; the host marks its results FALLBACK.
+        EXPECT_EQ(values_of(replies[0].data.data()), values_of(on_fast.out.data() + off::x));
+        EXPECT_EQ(std::memcmp(replies[0].data.data() + 24, on_fast.out.data() + off::x_contrib, 8),
+                  0);
+        EXPECT_EQ(replies[0].data[5], on_fast.out[off::x_flags] | XAGG_F_FALLBACK);
+    }
+}
+
+}  // namespace
+}  // namespace xagg::test

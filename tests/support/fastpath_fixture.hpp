@@ -1,0 +1,403 @@
+// SPDX-License-Identifier: MIT
+// The fast path under BPF_PROG_TEST_RUN, as a fixture: five jobs in the maps, frames built for
+// their members, each run checked for its action, its bytes and exactly one counter. Also the
+// table of frames that must be refused or passed, which tests/acceptance_cross_path_test.cpp
+// runs through the host path too.
+#pragma once
+
+#include <bpf/bpf.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <random>
+#include <climits>
+
+#include "lib/fastpath/fastpath.hpp"
+#include "tests/support/packet_builder.hpp"
+
+namespace xagg::test {
+
+constexpr uint32_t kJobA = 1, kJobB = 2, kJobHost = 3, kJobSolo = 4, kJobFanout = 5;
+constexpr uint32_t kRegionChunks = 4;
+constexpr uint16_t kGroupPort = 9872;
+const Mac kAggMac{0x02, 0, 0, 0, 0, 0xaa};
+
+struct Member {
+    uint32_t ip;
+    uint16_t port;
+    Mac mac;
+};
+
+inline Member member_of(uint32_t job, uint32_t rank)
+{
+    return {ip4("10.0.0.0") + (job << 8) + rank + 1, static_cast<uint16_t>(5000 + rank),
+            Mac{0x02, 0, 0, 0, static_cast<uint8_t>(job), static_cast<uint8_t>(rank + 1)}};
+}
+
+inline uint32_t group_of(uint32_t job)
+{
+    return ip4("239.1.0.0") + job;
+}
+
+inline Frame contribution(uint32_t job, uint32_t rank, uint32_t round, uint32_t chunk,
+                          std::vector<int32_t> values = std::vector<int32_t>(XAGG_CHUNK_ELEMS, 7))
+{
+    Member m = member_of(job, rank);
+    Frame f;
+    f.src_mac = m.mac;
+    f.dst_mac = kAggMac;
+    f.src_ip = m.ip;
+    f.src_port = m.port;
+    f.job = job;
+    f.rank = static_cast<uint16_t>(rank);
+    f.round = round;
+    f.chunk = chunk;
+    f.values = std::move(values);
+    return f;
+}
+
+struct Result {
+    uint32_t action;
+    Bytes out;
+};
+
+class FastPathTest : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        if (geteuid() != 0)
+            GTEST_SKIP() << "BPF_PROG_TEST_RUN needs root (CAP_BPF + CAP_NET_ADMIN)";
+        fp_ = std::make_unique<FastPath>(FastPathConfig{XAGG_DEFAULT_PORT, 16, 64, ""});
+        fp_->load();
+        add_job(kJobA, 3, 0, kRegionChunks);
+        add_job(kJobB, 2, kRegionChunks, kRegionChunks);
+        add_job(kJobHost, 2, 0, 0, true);
+        add_job(kJobSolo, 1, 2 * kRegionChunks, kRegionChunks);
+        add_job(kJobFanout, 3, 4 * kRegionChunks, kRegionChunks, false, true);
+    }
+
+    void add_job(uint32_t id, uint32_t workers, uint32_t base, uint32_t chunks, bool host = false,
+                 bool fanout = false)
+    {
+        JobSpec job;
+        job.id = id;
+        job.members = workers == 64 ? ~0ull : (1ull << workers) - 1;
+        job.region_base = base;
+        job.region_chunks = chunks;
+        job.host_path = host;
+        job.fanout = fanout;
+        job.group.s_addr = htonl(group_of(id));
+        job.group_port = kGroupPort;
+        job.tag = id;  // each job its own owner tag
+        fp_->put_job(job);
+        jobs_.push_back({job, workers});
+        for (uint32_t r = 0; r < workers; r++) {
+            Member m = member_of(id, r);
+            fp_->put_member(id, r, in_addr{htonl(m.ip)}, m.port);
+        }
+    }
+
+    // What the aggregator must send when `last` completes a chunk: written independently of the
+    // BPF code, from PROTOCOL.md ("Results").
+    static Bytes multicast_result(const Frame &last, const std::vector<int32_t> &sum,
+                                  uint64_t contrib)
+    {
+        Frame r = last;
+        uint32_t g = group_of(last.job);
+        r.dst_mac = Mac{0x01,
+                        0x00,
+                        0x5e,
+                        static_cast<uint8_t>((g >> 16) & 0x7f),
+                        static_cast<uint8_t>(g >> 8),
+                        static_cast<uint8_t>(g)};
+        r.src_mac = last.dst_mac;
+        r.src_ip = last.dst_ip;
+        r.dst_ip = g;
+        r.src_port = last.dst_port;
+        r.dst_port = kGroupPort;
+        r.flags = XAGG_F_RESULT;
+        r.rank = XAGG_RANK_AGGREGATOR;
+        r.contrib = contrib;
+        r.values = sum;
+        return r.build();  // build() leaves the UDP checksum 0, as the aggregator sends it
+    }
+
+    static Bytes unicast_result(const Frame &asker, const std::vector<int32_t> &sum,
+                                uint64_t contrib)
+    {
+        Frame r = asker;
+        std::swap(r.src_mac, r.dst_mac);
+        std::swap(r.src_ip, r.dst_ip);
+        std::swap(r.src_port, r.dst_port);
+        r.flags = XAGG_F_RESULT | XAGG_F_RESENT;
+        r.rank = XAGG_RANK_AGGREGATOR;
+        r.contrib = contrib;
+        r.values = sum;
+        return r.build();
+    }
+
+    Result run(const Bytes &in) const { return run_prog(fp_->prog_fd(), in); }
+
+    static Result run_prog(int prog_fd, const Bytes &in)
+    {
+        Bytes out(in.size() + 256);
+        LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = in.data(), .data_out = out.data(),
+                    .data_size_in = static_cast<uint32_t>(in.size()),
+                    .data_size_out = static_cast<uint32_t>(out.size()), .repeat = 1);
+        int err = bpf_prog_test_run_opts(prog_fd, &opts);
+        EXPECT_EQ(err, 0) << "BPF_PROG_TEST_RUN failed: " << strerror(errno);
+        out.resize(opts.data_size_out);
+        return {opts.retval, out};
+    }
+
+    // Runs one frame and checks the action and that exactly `counter` moved, by one.
+    Result expect(const Bytes &in, uint32_t action, enum xagg_counter counter) const
+    {
+        Counters before = fp_->counters();
+        Result r = run(in);
+        Counters after = fp_->counters();
+        EXPECT_EQ(r.action, action) << "counter expected: " << counter_name(counter);
+        for (int c = 0; c < XAGG_CNT_MAX; c++) {
+            uint64_t want = before[c] + (c == counter ? 1 : 0);
+            EXPECT_EQ(after[c], want) << "counter " << counter_name(static_cast<xagg_counter>(c));
+        }
+        return r;
+    }
+
+    void expect_unchanged(const Bytes &in, uint32_t action, enum xagg_counter counter) const
+    {
+        Result r = expect(in, action, counter);
+        EXPECT_EQ(r.out, in) << "a passed or dropped frame must leave the program untouched";
+    }
+
+    std::unique_ptr<FastPath> fp_;
+    // The jobs in the maps, in the order added (members are ranks [0, workers), member_of).
+    struct AddedJob {
+        JobSpec spec;
+        uint32_t workers;
+    };
+    std::vector<AddedJob> jobs_;
+};
+
+inline std::vector<int32_t> filled(int32_t v)
+{
+    return std::vector<int32_t>(XAGG_CHUNK_ELEMS, v);
+}
+
+inline std::vector<int32_t> random_values(uint32_t seed)
+{
+    std::mt19937 rng(seed);
+    std::uniform_int_distribution<int32_t> dist(INT32_MIN / 64, INT32_MAX / 64);
+    std::vector<int32_t> v(XAGG_CHUNK_ELEMS);
+    for (auto &x : v)
+        x = dist(rng);
+    return v;
+}
+
+inline std::vector<int32_t> sum_of(const std::vector<std::vector<int32_t>> &parts)
+{
+    std::vector<int32_t> s(XAGG_CHUNK_ELEMS, 0);
+    for (const auto &p : parts)
+        for (size_t i = 0; i < s.size(); i++)
+            s[i] = static_cast<int32_t>(static_cast<uint32_t>(s[i]) + static_cast<uint32_t>(p[i]));
+    return s;
+}
+
+// --- Frames that must be dropped or passed untouched ------------------------------------------
+
+// A frame whose IP layer is wrong never reaches the host path as it is: the kernel drops,
+// trims or reassembles it first. Only the fast path parses IP itself.
+inline constexpr std::optional<enum xagg_counter> kIpLayerOnly = std::nullopt;
+
+struct BadFrameCase {
+    const char *name;
+    std::function<Bytes()> make;
+    uint32_t action;
+    enum xagg_counter counter;  // the fast path's outcome
+    // The host path's outcome for the same datagram (the UDP payload, from the same source):
+    // the same counter for every refusal; a chunk the fast path passes up is the host's to add.
+    std::optional<enum xagg_counter> host;
+};
+
+// gtest prints the case by name rather than as raw bytes.
+inline void PrintTo(const BadFrameCase &c, std::ostream *os)
+{
+    *os << c.name;
+}
+
+inline Bytes a0()
+{
+    return contribution(kJobA, 0, 0, 0).build();
+}
+
+inline Bytes a0_with(const std::function<void(Frame &)> &edit)
+{
+    Frame f = contribution(kJobA, 0, 0, 0);
+    edit(f);
+    return f.build();
+}
+
+inline Bytes cut(Bytes b, size_t len)
+{
+    b.resize(len);
+    return b;
+}
+
+// Inserts `n` bytes of IPv4 options (NOPs) and fixes lengths and checksum, so only the options
+// are wrong.
+inline Bytes with_ip_options(Bytes b, size_t n)
+{
+    b.insert(b.begin() + off::udp, n, 0x01);
+    b[off::ip] = static_cast<uint8_t>(0x40 | (5 + n / 4));
+    put_be16(b, off::ip_tot_len, static_cast<uint16_t>(b.size() - 14));
+    return b;
+}
+
+// A well-formed frame around a datagram of `len` bytes: the contribution's first `len` bytes,
+// with IP and UDP lengths (and checksum) saying so.
+inline Bytes datagram_of_length(size_t len)
+{
+    Bytes b = a0();
+    b.resize(off::x + len);
+    put_be16(b, off::ip_tot_len, static_cast<uint16_t>(b.size() - off::ip));
+    put_be16(b, off::udp_len, static_cast<uint16_t>(8 + len));
+    put_be16(b, off::ip_csum, ipv4_checksum(b, off::ip));
+    return b;
+}
+
+// Bytes after the IP packet's end, as a NIC's minimum-size padding leaves them.
+inline Bytes padded(Bytes b, size_t n)
+{
+    b.resize(b.size() + n, 0);
+    return b;
+}
+
+inline Bytes with_frag(Bytes b, uint16_t frag_field)
+{
+    put_be16(b, off::ip_frag, frag_field);
+    put_be16(b, off::ip_csum, ipv4_checksum(b, off::ip));
+    return b;
+}
+
+const BadFrameCase kBadFrames[] = {
+    // Not xagg traffic: the host keeps working.
+    {"cut_inside_ip_header", [] { return cut(a0(), off::ip + 10); }, XDP_PASS,
+     XAGG_CNT_PASS_FOREIGN, kIpLayerOnly},
+    {"ipv6",
+     [] {
+         auto b = a0();
+         put_be16(b, off::eth_type, 0x86dd);
+         return b;
+     },
+     XDP_PASS, XAGG_CNT_PASS_FOREIGN, kIpLayerOnly},
+    {"arp",
+     [] {
+         auto b = a0();
+         put_be16(b, off::eth_type, 0x0806);
+         return b;
+     },
+     XDP_PASS, XAGG_CNT_PASS_FOREIGN, kIpLayerOnly},
+    {"tcp",
+     [] {
+         auto b = a0();
+         b[off::ip_proto] = 6;
+         return b;
+     },
+     XDP_PASS, XAGG_CNT_PASS_FOREIGN, kIpLayerOnly},
+    {"other_udp_port", [] { return a0_with([](Frame &f) { f.dst_port = 53; }); }, XDP_PASS,
+     XAGG_CNT_PASS_FOREIGN, kIpLayerOnly},
+    {"cut_inside_udp_header", [] { return cut(a0(), off::udp + 4); }, XDP_PASS,
+     XAGG_CNT_PASS_FOREIGN, kIpLayerOnly},
+    {"later_fragment", [] { return with_frag(a0(), 0x0010); }, XDP_PASS, XAGG_CNT_PASS_FOREIGN,
+     kIpLayerOnly},
+    // Addressed to xagg but malformed: counted and dropped, never summed.
+    {"cut_after_udp_header", [] { return cut(a0(), off::x); }, XDP_DROP, XAGG_CNT_DROP_TRUNCATED,
+     kIpLayerOnly},
+    {"cut_inside_xagg_header", [] { return cut(a0(), off::x_nelem); }, XDP_DROP,
+     XAGG_CNT_DROP_TRUNCATED, kIpLayerOnly},
+    {"cut_inside_payload", [] { return cut(a0(), off::payload + 500); }, XDP_DROP,
+     XAGG_CNT_DROP_TRUNCATED, kIpLayerOnly},
+    {"cut_last_byte",
+     [] {
+         auto b = a0();
+         return cut(b, b.size() - 1);
+     },
+     XDP_DROP, XAGG_CNT_DROP_TRUNCATED, kIpLayerOnly},
+    {"udp_len_disagrees_with_ip",
+     [] {
+         auto b = a0();
+         put_be16(b, off::udp_len, 8 + 32 + 4 * 255);
+         return b;
+     },
+     XDP_DROP, XAGG_CNT_DROP_TRUNCATED, kIpLayerOnly},
+    {"ip_options", [] { return with_ip_options(a0(), 4); }, XDP_DROP, XAGG_CNT_DROP_IP_OPTIONS,
+     kIpLayerOnly},
+    {"first_fragment", [] { return with_frag(a0(), 0x2000); }, XDP_DROP, XAGG_CNT_DROP_FRAGMENT,
+     kIpLayerOnly},
+    // The datagram: include/xagg/check.h, the same rule on both paths.
+    {"datagram_empty", [] { return datagram_of_length(0); }, XDP_DROP, XAGG_CNT_DROP_TRUNCATED,
+     XAGG_CNT_DROP_TRUNCATED},
+    {"datagram_shorter_than_header", [] { return datagram_of_length(20); }, XDP_DROP,
+     XAGG_CNT_DROP_TRUNCATED, XAGG_CNT_DROP_TRUNCATED},
+    {"short_datagram_in_padded_frame", [] { return padded(datagram_of_length(20), 40); }, XDP_DROP,
+     XAGG_CNT_DROP_TRUNCATED, XAGG_CNT_DROP_TRUNCATED},
+    {"header_only", [] { return datagram_of_length(32); }, XDP_DROP, XAGG_CNT_DROP_BAD_LENGTH,
+     XAGG_CNT_DROP_BAD_LENGTH},
+    {"payload_one_value_short", [] { return datagram_of_length(32 + XAGG_CHUNK_BYTES - 4); },
+     XDP_DROP, XAGG_CNT_DROP_BAD_LENGTH, XAGG_CNT_DROP_BAD_LENGTH},
+    {"bad_magic", [] { return a0_with([](Frame &f) { f.magic = 0x58414748; }); }, XDP_DROP,
+     XAGG_CNT_DROP_BAD_MAGIC, XAGG_CNT_DROP_BAD_MAGIC},
+    {"magic_byte_swapped", [] { return a0_with([](Frame &f) { f.magic = 0x47474158; }); }, XDP_DROP,
+     XAGG_CNT_DROP_BAD_MAGIC, XAGG_CNT_DROP_BAD_MAGIC},
+    {"bad_version", [] { return a0_with([](Frame &f) { f.version = XAGG_VERSION + 1; }); },
+     XDP_DROP, XAGG_CNT_DROP_BAD_VERSION, XAGG_CNT_DROP_BAD_VERSION},
+    {"nelem_below_payload", [] { return a0_with([](Frame &f) { f.nelem = 255; }); }, XDP_DROP,
+     XAGG_CNT_DROP_BAD_LENGTH, XAGG_CNT_DROP_BAD_LENGTH},
+    {"nelem_above_payload", [] { return a0_with([](Frame &f) { f.nelem = 257; }); }, XDP_DROP,
+     XAGG_CNT_DROP_BAD_LENGTH, XAGG_CNT_DROP_BAD_LENGTH},
+    {"nelem_byte_swapped", [] { return a0_with([](Frame &f) { f.nelem = 0x0001; }); }, XDP_DROP,
+     XAGG_CNT_DROP_BAD_LENGTH, XAGG_CNT_DROP_BAD_LENGTH},
+    {"short_chunk_consistent_lengths",
+     [] {
+         return a0_with([](Frame &f) {
+             f.nelem = 16;
+             f.values.resize(16);
+         });
+     },
+     XDP_DROP, XAGG_CNT_DROP_BAD_LENGTH, XAGG_CNT_DROP_BAD_LENGTH},
+    {"result_flag_from_worker", [] { return a0_with([](Frame &f) { f.flags = XAGG_F_RESULT; }); },
+     XDP_DROP, XAGG_CNT_DROP_BAD_FLAGS, XAGG_CNT_DROP_BAD_FLAGS},
+    {"unknown_flag", [] { return a0_with([](Frame &f) { f.flags = 0x80; }); }, XDP_DROP,
+     XAGG_CNT_DROP_BAD_FLAGS, XAGG_CNT_DROP_BAD_FLAGS},
+    // Membership and isolation.
+    {"unknown_job", [] { return a0_with([](Frame &f) { f.job = 99; }); }, XDP_DROP,
+     XAGG_CNT_DROP_UNKNOWN_JOB, XAGG_CNT_DROP_UNKNOWN_JOB},
+    {"wrong_source_address", [] { return a0_with([](Frame &f) { f.src_ip += 50; }); }, XDP_DROP,
+     XAGG_CNT_DROP_NOT_MEMBER, XAGG_CNT_DROP_NOT_MEMBER},
+    {"wrong_source_port", [] { return a0_with([](Frame &f) { f.src_port = 5999; }); }, XDP_DROP,
+     XAGG_CNT_DROP_NOT_MEMBER, XAGG_CNT_DROP_NOT_MEMBER},
+    {"unregistered_rank", [] { return a0_with([](Frame &f) { f.rank = 5; }); }, XDP_DROP,
+     XAGG_CNT_DROP_NOT_MEMBER, XAGG_CNT_DROP_NOT_MEMBER},
+    {"rank_beyond_bitmap", [] { return a0_with([](Frame &f) { f.rank = 200; }); }, XDP_DROP,
+     XAGG_CNT_DROP_NOT_MEMBER, XAGG_CNT_DROP_NOT_MEMBER},
+    {"member_of_job_b_claims_job_a",
+     [] {
+         auto f = contribution(kJobB, 0, 0, 0);
+         f.job = kJobA;
+         return f.build();
+     },
+     XDP_DROP, XAGG_CNT_DROP_NOT_MEMBER, XAGG_CNT_DROP_NOT_MEMBER},
+    // Handed to the host-side parameter server, untouched.
+    {"host_path_job", [] { return contribution(kJobHost, 1, 0, 0).build(); }, XDP_PASS,
+     XAGG_CNT_PASS_HOST_JOB, XAGG_CNT_AGGREGATED},
+    {"chunk_beyond_region", [] { return contribution(kJobA, 0, 0, kRegionChunks).build(); },
+     XDP_PASS, XAGG_CNT_PASS_HOST_OVERFLOW, XAGG_CNT_AGGREGATED},
+    {"chunk_far_beyond_region", [] { return contribution(kJobA, 0, 0, 0xffffffff).build(); },
+     XDP_PASS, XAGG_CNT_PASS_HOST_OVERFLOW, XAGG_CNT_AGGREGATED},
+};
+
+}  // namespace xagg::test
