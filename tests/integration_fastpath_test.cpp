@@ -81,7 +81,7 @@ protected:
     std::unique_ptr<Process> start_fastpath(const Topology &topo, unsigned workers, uint32_t chunks,
                                             const std::string &delivery = "")
     {
-        std::vector<std::string> argv = {XAGG_BINARY_DIR "/tools/xagg-fastpath",
+        std::vector<std::string> argv = {XAGG_BINARY_DIR "/tests/xagg-fastpath",
                                          "--netns",
                                          topo.agg(),
                                          "--interface",

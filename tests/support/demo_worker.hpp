@@ -41,7 +41,7 @@ inline std::unique_ptr<Process> start_demo_worker(const Topology &topo, const Wo
                                                   unsigned rank, const std::string &output)
 {
     return std::make_unique<Process>(
-        std::vector<std::string>{XAGG_BINARY_DIR "/tools/xagg-demo-worker",
+        std::vector<std::string>{XAGG_BINARY_DIR "/tests/xagg-demo-worker",
                                  "--netns",
                                  topo.worker(run.first_host + rank),
                                  "--aggregator",
