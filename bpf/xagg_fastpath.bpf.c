@@ -2,7 +2,8 @@
 /*
  * xagg fast path: sums quantized gradient chunks into BPF maps and answers with the result from
  * XDP, before the kernel stack sees the packet. docs/PROTOCOL.md specifies what happens to every
- * kind of packet; the counters in include/xagg/fastpath.h name every outcome.
+ * kind of packet; the counters in include/xagg/counters.h name every outcome, and
+ * include/xagg/check.h is the acceptance rule it shares with the host parameter server.
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>

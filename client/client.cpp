@@ -9,9 +9,11 @@
 #include <string>
 
 #include "lib/control/control_client.hpp"
+#include "xagg/api.hpp"
 #include "client/engine.hpp"
 #include "lib/etcd/etcd_client.hpp"
 #include "xagg/cluster_keys.hpp"
+#include "xagg/cluster_records.hpp"
 #include "lib/sys/mtu.hpp"
 #include "client/tuner.hpp"
 #include "xagg/client.hpp"
@@ -35,9 +37,8 @@ ClientError::Kind kind_of(const control::ControlError &e)
 {
     if (e.failure() != control::Failure::refused)
         return ClientError::Kind::unreachable;
-    return std::string(e.what()).find("no job") != std::string::npos
-               ? ClientError::Kind::job_deleted
-               : ClientError::Kind::refused;
+    return e.refusal() == api::Refusal::no_such_job ? ClientError::Kind::job_deleted
+                                                    : ClientError::Kind::refused;
 }
 
 in_addr ipv4(const std::string &text, const char *what)
@@ -54,37 +55,33 @@ client::Engine::Endpoint join(const Aggregator &a, const ClientOptions &o)
 {
     control::ControlClient api(control_endpoint(a));
     try {
-        json job = api.call({{"op", "show_job"}, {"job", a.job}})["job"];
+        const api::Job job = api.call_as<api::JobReply>(api::ShowJob{a.job}).job;
         client::Engine::Endpoint e;
         e.job = a.job;
-        e.chunks = job["chunks"];
-        e.workers = job["workers"];
-        e.group = ipv4(job["group"].get<std::string>(), "the job's group");
-        e.group_port = job["group_port"];
+        e.chunks = job.chunks;
+        e.workers = job.workers;
+        e.group = ipv4(job.group, "the job's group");
+        e.group_port = job.group_port;
         e.aggregator = ipv4(a.address, "aggregator address");
         e.weight = a.weight;
         // A session starts its rounds after whatever an earlier session of this job left in
         // the slots (a round equal to an old one would be answered with the old sum). Read
         // before joining: no worker of this session sends before every rank has joined (the
         // rendezvous in the first all-reduce), so every worker reads the same.
-        const json &newest = job["progress"]["newest_round"];
-        e.first_round = newest.is_null() ? 0 : newest.get<uint32_t>() + 2;
+        const std::optional<uint32_t> newest =
+            job.progress ? job.progress->newest_round : std::nullopt;
+        e.first_round = newest ? *newest + 2 : 0;
         if (o.rank >= e.workers)
             throw ClientError(ClientError::Kind::invalid,
                               "rank " + std::to_string(o.rank) + " is not below job " +
                                   std::to_string(a.job) + "'s " + std::to_string(e.workers) +
                                   " workers");
-        json reply;
         if (o.join)
-            reply = api.call({{"op", "join"},
-                              {"job", a.job},
-                              {"rank", o.rank},
-                              {"addr", o.local_address},
-                              {"port", e.group_port}});
+            e.port =
+                api.call_as<api::JoinReply>(api::Join{a.job, o.rank, o.local_address, e.group_port})
+                    .aggregator_port;
         else
-            reply = api.call({{"op", "status"}});
-        e.port = reply.contains("aggregator") ? reply["aggregator"]["port"].get<uint16_t>()
-                                              : reply["port"].get<uint16_t>();
+            e.port = api.call_as<api::StatusBrief>(api::Status{}).port;
         return e;
     } catch (const control::ControlError &err) {
         throw ClientError(kind_of(err), "aggregator " + a.address + ", job " +
@@ -136,9 +133,10 @@ Client::Client(const ClientOptions &options)
             if (a.job != job)
                 continue;
             try {
-                json j = control::ControlClient(control_endpoint(a))
-                             .call({{"op", "show_job"}, {"job", job}})["job"];
-                for (const auto &r : j["evicted_ranks"])
+                const api::Job j = control::ControlClient(control_endpoint(a))
+                                       .call_as<api::JobReply>(api::ShowJob{job})
+                                       .job;
+                for (uint32_t r : j.evicted_ranks)
                     if (r == rank)
                         return ClientError(ClientError::Kind::evicted,
                                            "rank " + std::to_string(rank) +
@@ -147,12 +145,12 @@ Client::Client(const ClientOptions &options)
                 // The job's slots hold rounds newer than ours: another session was still sending
                 // on this job after this one read where to start, and every packet of ours is a
                 // stale round to the aggregator.
-                const json &newest = j["progress"]["newest_round"];
-                if (round && !newest.is_null() &&
-                    static_cast<int32_t>(newest.get<uint32_t>() - *round) > 0)
+                const std::optional<uint32_t> newest =
+                    j.progress ? j.progress->newest_round : std::nullopt;
+                if (round && newest && static_cast<int32_t>(*newest - *round) > 0)
                     return ClientError(ClientError::Kind::timeout,
                                        what + ": job " + std::to_string(job) + " is at round " +
-                                           std::to_string(newest.get<uint32_t>()) +
+                                           std::to_string(*newest) +
                                            ", moved on by another session that was still "
                                            "sending when this one started: one session at a time "
                                            "per job (or a new job: xaggctl job create)");
@@ -183,10 +181,11 @@ void Client::rendezvous()
             for (;;) {
                 size_t joined = 0, expected = 0;
                 try {
-                    json j = control::ControlClient(control_endpoint(a))
-                                 .call({{"op", "show_job"}, {"job", a.job}})["job"];
-                    joined = j["members"].size();
-                    expected = j["workers"].get<size_t>() - j["evicted_ranks"].size();
+                    const api::Job j = control::ControlClient(control_endpoint(a))
+                                           .call_as<api::JobReply>(api::ShowJob{a.job})
+                                           .job;
+                    joined = j.members.size();
+                    expected = j.expected_members();
                 } catch (const control::ControlError &e) {
                     throw ClientError(kind_of(e), "waiting for the job's workers to join: " +
                                                       std::string(e.what()));
@@ -234,24 +233,23 @@ Placement resolve_placement(const std::string &etcd_endpoint, uint32_t job,
     Placement p;
     p.revision = kv->mod_revision;
     try {
-        const json placement = json::parse(kv->value);  // outlives the loop over its nodes
-        for (const json &n : placement.at("nodes")) {
+        for (const PlacedNode &n : cluster_records::parse_placed_nodes(kv->value)) {
             Aggregator a;
-            a.address = n.at("address").get<std::string>();
+            a.address = n.node.address;
             a.job = job;
-            a.weight = n.at("partitions").get<double>();
-            std::string socket = n.value("control_socket", "");
-            if (!socket.empty() && access(socket.c_str(), F_OK) == 0) {
-                a.control_socket = socket;
+            a.weight = n.partitions;
+            if (!n.node.control_socket.empty() &&
+                access(n.node.control_socket.c_str(), F_OK) == 0) {
+                a.control_socket = n.node.control_socket;
             } else {
-                a.control_host = n.value("control_tcp_address", "");
+                a.control_host = n.node.control_tcp_address;
                 a.token = token;
             }
             p.aggregators.push_back(a);
         }
-    } catch (const json::exception &e) {
+    } catch (const std::invalid_argument &e) {
         throw ClientError(ClientError::Kind::invalid,
-                          "job " + std::to_string(job) + "'s placement is malformed: " + e.what());
+                          "job " + std::to_string(job) + "'s placement: " + e.what());
     }
     if (p.aggregators.empty())
         throw ClientError(ClientError::Kind::invalid,

@@ -333,7 +333,7 @@ private:
                 rounds_done[id] = job_progress(job, slots).oldest_round.value_or(0);
             for (const auto &e : watch.scan(job, slots, now))
                 spdlog::warn("straggler: job {} chunk {} round {} has waited {} ms for rank(s) {}",
-                             e.job, e.chunk, e.round, e.waited_ms, ranks(e.missing).dump());
+                             e.job, e.chunk, e.round, e.waited_ms, rank_text(e.missing));
             if (uint64_t due = watch.due_for_eviction(job))
                 evict[id] = due;
         }

@@ -83,7 +83,7 @@ protected:
         int saves = saves_;
         json reply = call(line);
         EXPECT_EQ(reply["ok"], false) << line;
-        EXPECT_EQ(reply["code"], "refused") << line;
+        EXPECT_TRUE(api::refusal_named(reply.value("code", "")).has_value()) << line;
         EXPECT_EQ(reply["error"], error) << line;
         EXPECT_EQ(state::save(jobs_.jobs()), before) << line;
         EXPECT_EQ(dp_.log.size(), log_size) << line;
@@ -265,10 +265,10 @@ TEST_F(ControlTest, AWrongTokenIsRefusedAsUnauthorized)
     const std::string token = "0123456789abcdef";
     json reply =
         json::parse(api_.handle_line(R"({"op":"stats","token":"0123456789abcdeF"})", token).text);
-    EXPECT_EQ(reply, json::parse(
-                         R"({"ok":false,"code":"unauthorized","error":"missing or wrong token"})"));
+    EXPECT_EQ(reply,
+              json::parse(R"({"ok":false,"code":"bad_token","error":"missing or wrong token"})"));
     reply = json::parse(api_.handle_line(R"({"op":"stats"})", token).text);
-    EXPECT_EQ(reply["code"], "unauthorized");
+    EXPECT_EQ(reply["code"], "bad_token");
     reply =
         json::parse(api_.handle_line(R"({"op":"stats","token":"0123456789abcdef"})", token).text);
     EXPECT_EQ(reply["ok"], true) << reply;
@@ -330,6 +330,27 @@ TEST_F(ControlTest, ShowJobReportsRoundProgressFromTheSlots)
     json p = call(R"({"op":"show_job","job":3})")["job"]["progress"];
     EXPECT_EQ(p, json::parse(R"({"newest_round":5,"oldest_round":4,"chunks_complete_at_newest":1,
                                  "chunks_in_flight":1,"chunks_not_started":1})"));
+}
+
+TEST_F(ControlTest, EachRefusalCarriesTheCodeThatSaysWhatWasWrong)
+{
+    const auto code = [this](const std::string &line) {
+        return call(line).value("code", std::string("(accepted)"));
+    };
+    EXPECT_EQ(code(R"({"op":"show_job","job":9})"), "no_such_job");
+    EXPECT_EQ(code(R"({"op":"delete_job","job":9})"), "no_such_job");
+    EXPECT_EQ(code(R"({"op":"frobnicate"})"), "unknown_op");
+    EXPECT_EQ(code(R"({"op":"create_job","workers":0,"gradient_elems":768})"), "bad_request");
+    EXPECT_EQ(code("not json"), "bad_request");
+    EXPECT_EQ(code(R"({"op":"create_job","id":3,"workers":2,"gradient_elems":768})"), "(accepted)");
+    EXPECT_EQ(code(R"({"op":"create_job","id":3,"workers":2,"gradient_elems":768})"), "conflict");
+    EXPECT_EQ(code(R"({"op":"join","job":3,"rank":0,"addr":"10.0.0.1","port":9000})"),
+              "(accepted)");
+    EXPECT_EQ(code(R"({"op":"join","job":3,"rank":1,"addr":"10.0.0.1","port":9000})"), "conflict");
+    EXPECT_EQ(code(R"({"op":"leave","job":3,"rank":1})"), "no_such_job");
+    for (int i = 0; i < 7; i++)  // the table holds 8 jobs
+        call(R"({"op":"create_job","workers":1,"gradient_elems":768})");
+    EXPECT_EQ(code(R"({"op":"create_job","workers":1,"gradient_elems":768})"), "no_room");
 }
 
 TEST_F(ControlTest, LogLevelChangesAtRunTime)

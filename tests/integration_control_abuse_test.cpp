@@ -299,9 +299,8 @@ TEST_F(ControlAbuse, TcpPeersWithoutTheTokenGetARefusalAndNothingElse)
             close(fd);
             attempts++;
             EXPECT_TRUE(closed) << "a peer without the token is not kept";
-            EXPECT_EQ(reply,
-                      R"({"code":"unauthorized","error":"missing or wrong token","ok":false})"
-                      "\n");
+            EXPECT_EQ(reply, R"({"code":"bad_token","error":"missing or wrong token","ok":false})"
+                             "\n");
         }
         // Many guesses in a row: past the rate limit the refusals are silent closes, and every
         // one is counted.

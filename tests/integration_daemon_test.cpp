@@ -469,9 +469,8 @@ TEST_F(DaemonIntegration, HostOnlyNodeServesJobsCreatedOverTcpWithAToken)
                    {"workers", kWorkers},
                    {"gradient_elems", kChunks * XAGG_CHUNK_ELEMS}};
     json refused = tcp_request(topo, create);
-    EXPECT_EQ(
-        refused,
-        json::parse(R"({"ok":false,"code":"unauthorized","error":"missing or wrong token"})"));
+    EXPECT_EQ(refused,
+              json::parse(R"({"ok":false,"code":"bad_token","error":"missing or wrong token"})"));
     create["token"] = "0123456789abcdef-test-tokeN";
     EXPECT_EQ(tcp_request(topo, create)["error"], "missing or wrong token");
     EXPECT_EQ(control(socket_, {{"op", "list_jobs"}})["jobs"].size(), 0u);

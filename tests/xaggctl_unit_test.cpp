@@ -49,9 +49,10 @@ TEST(RenderTest, Units)
     EXPECT_EQ(human_duration(90061), "1d 1h 1m 1s");
 }
 
-json sample_job()
+api::Job sample_job()
 {
-    return json::parse(R"({"id":7,"workers":3,"gradient_elems":32768,"chunks":128,
+    return json::
+        parse(R"({"id":7,"iterations":0,"arrival":0,"tag":1,"workers":3,"gradient_elems":32768,"chunks":128,
         "region_base":0,"fast_path_chunks":96,"host_path_chunks":32,"policy":"evict",
         "timeout_ms":5000,"evict_after":3,"evicted_ranks":[2],"evictions":1,"weight":1.0,
         "host_path":false,"fanout":false,"group":"239.77.0.7","group_port":9872,
@@ -60,13 +61,14 @@ json sample_job()
         "straggler_events":[{"chunk":5,"round":9,"missing_ranks":[2],"waited_ms":5100}],
         "straggler_events_total":1,
         "progress":{"newest_round":10,"oldest_round":9,"chunks_complete_at_newest":100,
-                    "chunks_in_flight":28,"chunks_not_started":0}})");
+                    "chunks_in_flight":28,"chunks_not_started":0}})")
+            .get<api::Job>();
 }
 
 TEST(RenderTest, JobList)
 {
-    EXPECT_EQ(render_job_list(json::array()), "no jobs\n");
-    EXPECT_EQ(render_job_list(json::array({sample_job()})),
+    EXPECT_EQ(render_job_list({}), "no jobs\n");
+    EXPECT_EQ(render_job_list({sample_job()}),
               "JOB  WORKERS  MEMBERS  CHUNKS  FAST  HOST  POLICY  DELIVERY   GROUP            "
               "STRAGGLERS  EVICTED\n"
               "  7        3        2     128    96    32  evict   multicast  239.77.0.7:9872  "
@@ -180,13 +182,27 @@ TEST(ReplyTest, EachKindOfReplyHasItsExitCode)
         }
         return std::pair{kOk, std::string()};
     };
-    EXPECT_EQ(code_of(R"({"ok":false,"code":"refused","error":"no job 9"})"),
+    EXPECT_EQ(code_of(R"({"ok":false,"code":"no_such_job","error":"no job 9"})"),
               std::pair(kRefused, std::string("xaggd refused: no job 9")));
     auto [code, message] =
-        code_of(R"({"ok":false,"code":"unauthorized","error":"missing or wrong token"})");
+        code_of(R"({"ok":false,"code":"bad_token","error":"missing or wrong token"})");
     EXPECT_EQ(code, kUnauthorized);
     EXPECT_NE(message.find("--token-file"), std::string::npos) << message;
     EXPECT_EQ(code_of("HTTP/1.1 400 Bad Request").first, kProtocol);
+    // Programs decide by the code, never by the message.
+    const auto refusal_of = [&](const char *line) -> std::optional<api::Refusal> {
+        try {
+            interpret_reply(line, e);
+        } catch (const control::ControlError &err) {
+            return err.refusal();
+        }
+        return api::Refusal::bad_request;
+    };
+    EXPECT_EQ(refusal_of(R"({"ok":false,"code":"no_such_job","error":"whatever it says"})"),
+              api::Refusal::no_such_job);
+    EXPECT_EQ(refusal_of(R"({"ok":false,"code":"conflict","error":"no job 9"})"),
+              api::Refusal::conflict);
+    EXPECT_EQ(refusal_of(R"({"ok":false,"code":"from_the_future","error":"x"})"), std::nullopt);
     EXPECT_EQ(code_of(R"({"status":"up"})").first, kProtocol);
 }
 

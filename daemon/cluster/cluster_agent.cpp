@@ -10,6 +10,7 @@
 #include "lib/control/control_client.hpp"
 #include "lib/etcd/etcd_client.hpp"
 #include "lib/sched/placement.hpp"
+#include "xagg/api.hpp"
 #include "xagg/cluster_keys.hpp"
 #include "xagg/proto.h"
 #include "xagg/wire.hpp"
@@ -18,15 +19,6 @@ namespace xagg::daemon {
 namespace {
 
 using nlohmann::json;
-
-json parse(const std::string &value, const std::string &what)
-{
-    try {
-        return json::parse(value);
-    } catch (const json::exception &e) {
-        throw std::invalid_argument(what + " is not JSON: " + e.what());
-    }
-}
 
 // A live placement is redone when that makes its slowest node at least this much faster.
 constexpr double kRebalanceGain = 0.25;
@@ -40,88 +32,6 @@ std::vector<uint64_t> partition_sizes(const ClusterJob &job)
 }
 
 }  // namespace
-
-json to_json(const ClusterNode &n)
-{
-    return {{"name", n.name},
-            {"address", n.address},
-            {"port", n.port},
-            {"control_socket", n.control_socket},
-            {"control_tcp_address", n.control_tcp_address},
-            {"capacity_chunks", n.capacity_chunks},
-            {"rate", n.rate}};
-}
-
-ClusterNode parse_node(const std::string &value)
-{
-    json j = parse(value, "a node record");
-    try {
-        return {j.at("name").get<std::string>(),
-                j.at("address").get<std::string>(),
-                j.at("port").get<uint16_t>(),
-                j.value("control_socket", ""),
-                j.value("control_tcp_address", ""),
-                j.at("capacity_chunks").get<uint64_t>(),
-                j.value("rate", 1.0)};
-    } catch (const json::exception &e) {
-        throw std::invalid_argument(std::string("a node record lacks a field: ") + e.what());
-    }
-}
-
-json to_json(const ClusterJob &j)
-{
-    return {{"workers", j.workers},
-            {"gradient_elems", j.gradient_elems},
-            {"partition_chunks", j.partition_chunks}};
-}
-
-ClusterJob parse_job(uint32_t id, const std::string &value)
-{
-    json j = parse(value, "job " + std::to_string(id));
-    ClusterJob job;
-    job.id = id;
-    try {
-        job.workers = j.at("workers").get<uint32_t>();
-        job.gradient_elems = j.at("gradient_elems").get<uint64_t>();
-        job.partition_chunks = j.value("partition_chunks", uint64_t{16384});
-    } catch (const json::exception &e) {
-        throw std::invalid_argument("job " + std::to_string(id) + ": " + e.what());
-    }
-    if (id == 0 || id > 0xffff || job.workers < 1 || job.workers > XAGG_MAX_WORKERS ||
-        job.gradient_elems == 0 || job.partition_chunks == 0)
-        throw std::invalid_argument("job " + std::to_string(id) +
-                                    ": id 1-65535, workers 1-64, gradient_elems and "
-                                    "partition_chunks positive");
-    return job;
-}
-
-json to_json(const ClusterPlacement &p, const std::vector<ClusterNode> &nodes)
-{
-    json used = json::array();
-    for (const ClusterNode &n : nodes) {
-        auto k = std::count(p.partitions.begin(), p.partitions.end(), n.name);
-        if (k) {
-            json j = to_json(n);
-            j["partitions"] = k;
-            used.push_back(j);
-        }
-    }
-    return {{"job", p.job},
-            {"job_revision", p.job_revision},
-            {"partitions", p.partitions},
-            {"nodes", used}};
-}
-
-ClusterPlacement parse_placement(const std::string &value)
-{
-    json j = parse(value, "a placement");
-    try {
-        return {j.at("job").get<uint32_t>(), j.at("job_revision").get<int64_t>(),
-                j.at("partitions").get<std::vector<std::string>>()};
-    } catch (const json::exception &e) {
-        throw std::invalid_argument(std::string("a placement lacks a field: ") + e.what());
-    }
-}
 
 uint64_t job_chunks(const ClusterJob &job)
 {
@@ -335,10 +245,9 @@ void ClusterAgent::reconcile(const std::vector<ClusterJob> &jobs,
     endpoint.socket_path = config_.own_control_socket;
     endpoint.timeout = std::chrono::milliseconds(2000);  // a daemon stopping answers no more
     control::ControlClient api(endpoint);
-    std::map<uint32_t, json> local;
-    const json listed = api.call({{"op", "list_jobs"}});  // outlives the loop over its jobs
-    for (const json &j : listed["jobs"])
-        local[j["id"].get<uint32_t>()] = j;
+    std::map<uint32_t, api::Job> local;
+    for (api::Job &j : api.call_as<api::JobList>(api::ListJobs{}).jobs)
+        local[j.id] = std::move(j);
     std::map<uint32_t, const ClusterJob *> by_id;
     for (const ClusterJob &j : jobs)
         by_id[j.id] = &j;
@@ -349,7 +258,7 @@ void ClusterAgent::reconcile(const std::vector<ClusterJob> &jobs,
         bool wanted = by_id.count(id) && p != placements.end() &&
                       local_share(*by_id[id], p->second, config_.self.name) > 0;
         if (mine(id) && !wanted) {
-            api.call({{"op", "delete_job"}, {"job", id}});
+            api.call(api::DeleteJob{id});
             managed_.erase(id);
             spdlog::info("cluster: job {} is no longer placed here; deleted", id);
         }
@@ -363,15 +272,16 @@ void ClusterAgent::reconcile(const std::vector<ClusterJob> &jobs,
         if (!share)
             continue;
         auto have = local.find(id);
-        if (have != local.end() && have->second["gradient_elems"] == share &&
-            have->second["workers"] == spec->second->workers)
+        if (have != local.end() && have->second.gradient_elems == share &&
+            have->second.workers == spec->second->workers)
             continue;
         if (have != local.end())
-            api.call({{"op", "delete_job"}, {"job", id}});
-        api.call({{"op", "create_job"},
-                  {"id", id},
-                  {"workers", spec->second->workers},
-                  {"gradient_elems", share}});
+            api.call(api::DeleteJob{id});
+        api::CreateJob create;
+        create.id = id;
+        create.workers = spec->second->workers;
+        create.gradient_elems = share;
+        api.call(create);
         managed_.insert(id);
         spdlog::info("cluster: job {}: holding {} values here", id, share);
     }

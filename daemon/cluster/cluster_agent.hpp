@@ -17,12 +17,13 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "xagg/cluster_records.hpp"
 
 namespace xagg::etcd {
 class Client;
@@ -30,36 +31,10 @@ class Client;
 
 namespace xagg::daemon {
 
-struct ClusterNode {
-    std::string name, address;  // address: the IPv4 workers send chunks to
-    uint16_t port = 0;          // the xagg UDP port
-    std::string control_socket, control_tcp_address;
-    uint64_t capacity_chunks = 0;
-    double rate = 1;  // contributions/s it aggregates: placement's speed of the node
-};
-
-struct ClusterJob {
-    uint32_t id = 0;
-    uint32_t workers = 0;
-    uint64_t gradient_elems = 0;
-    uint64_t partition_chunks = 16384;
-    int64_t revision = 0;  // of its spec in etcd
-};
-
-struct ClusterPlacement {
-    uint32_t job = 0;
-    int64_t job_revision = 0;             // the spec it was computed for
-    std::vector<std::string> partitions;  // the node of each partition
-};
-
-// Parsing and rendering of the values under PREFIX/; parse_* throw std::invalid_argument.
-nlohmann::json to_json(const ClusterNode &n);
-ClusterNode parse_node(const std::string &value);
-nlohmann::json to_json(const ClusterJob &j);
-ClusterJob parse_job(uint32_t id, const std::string &value);
-// A placement as workers read it: the partitions' nodes, and each node used with its share.
-nlohmann::json to_json(const ClusterPlacement &p, const std::vector<ClusterNode> &nodes);
-ClusterPlacement parse_placement(const std::string &value);
+using cluster_records::parse_job;
+using cluster_records::parse_node;
+using cluster_records::parse_placement;
+using cluster_records::to_json;
 
 uint64_t job_chunks(const ClusterJob &job);
 

@@ -17,9 +17,11 @@ namespace {
 
 using nlohmann::json;
 
-[[noreturn]] void refuse(const std::string &why)
+using api::Refusal;
+
+[[noreturn]] void refuse(const std::string &why, Refusal code = Refusal::bad_request)
 {
-    throw std::invalid_argument(why);
+    throw api::Refused(code, why);
 }
 
 // The request may carry `op` and exactly the fields named; anything else is a mistake worth
@@ -77,9 +79,9 @@ bool same_secret(const std::string &a, const std::string &b)
     return diff == 0;
 }
 
-json refusal(const char *code, const std::string &why)
+json refusal(Refusal code, const std::string &why)
 {
-    return json{{"ok", false}, {"code", code}, {"error", why}};
+    return json{{"ok", false}, {"code", api::to_string(code)}, {"error", why}};
 }
 
 // The same outcome on each path, side by side.
@@ -88,41 +90,33 @@ json per_path(uint64_t fast, uint64_t host)
     return {{"fast", fast}, {"host", host}};
 }
 
-// A job as the API shows it (docs/XAGGD.md, "show"): its own document, not the state file's.
-json job_view(const Job &j)
+// A job as the API shows it (api::Job): its own document, not the state file's.
+api::Job job_view(const Job &j)
 {
-    json members = json::array();
+    api::Job v;
+    v.id = j.id;
+    v.workers = j.workers;
+    v.gradient_elems = j.gradient_elems;
+    v.chunks = j.chunks;
+    v.region_base = j.region_base;
+    v.fast_path_chunks = j.region_chunks;
+    v.host_path_chunks = j.chunks - j.region_chunks;
+    v.policy = to_string(j.policy);
+    v.timeout_ms = j.timeout_ms;
+    v.evict_after = j.evict_after;
+    v.evicted_ranks = rank_list(j.evicted);
+    v.evictions = j.evictions;
+    v.weight = j.weight;
+    v.iterations = j.iterations;
+    v.arrival = j.arrival;
+    v.tag = j.tag;
+    v.host_path = j.host_path;
+    v.fanout = j.fanout;
+    v.group = ipv4_string(j.group);
+    v.group_port = j.group_port;
     for (const auto &[rank, m] : j.members)
-        members.push_back({{"rank", rank}, {"addr", ipv4_string(m.addr)}, {"port", m.port}});
-    return {{"id", j.id},
-            {"workers", j.workers},
-            {"gradient_elems", j.gradient_elems},
-            {"chunks", j.chunks},
-            {"region_base", j.region_base},
-            {"fast_path_chunks", j.region_chunks},
-            {"host_path_chunks", j.chunks - j.region_chunks},
-            {"policy", to_string(j.policy)},
-            {"timeout_ms", j.timeout_ms},
-            {"evict_after", j.evict_after},
-            {"evicted_ranks", ranks(j.evicted)},
-            {"evictions", j.evictions},
-            {"weight", j.weight},
-            {"iterations", j.iterations},
-            {"arrival", j.arrival},
-            {"tag", j.tag},
-            {"host_path", j.host_path},
-            {"fanout", j.fanout},
-            {"group", ipv4_string(j.group)},
-            {"group_port", j.group_port},
-            {"members", members}};
-}
-
-json job_json(const JobTable &jobs, uint32_t id)
-{
-    const Job *job = jobs.find(id);
-    if (!job)
-        refuse("no job " + std::to_string(id));
-    return job_view(*job);
+        v.members.push_back({rank, ipv4_string(m.addr), m.port});
+    return v;
 }
 
 }  // namespace
@@ -137,32 +131,26 @@ ControlApi::ControlApi(JobTable &jobs, Datapath &datapath, uint16_t xagg_port,
 {
 }
 
-// A job as the API shows it: the table's view plus its straggler events.
-json ControlApi::describe(uint32_t job_id, Progress progress) const
+// A job as the API shows it: the table's view plus its straggler events and progress.
+api::Job ControlApi::describe(uint32_t job_id, Progress progress) const
 {
-    json j = job_json(jobs_, job_id);
-    json events = json::array();
-    uint64_t total = 0;
+    const Job *job = jobs_.find(job_id);
+    if (!job)
+        refuse("no job " + std::to_string(job_id), Refusal::no_such_job);
+    api::Job v = job_view(*job);
     if (stragglers_) {
-        for (const auto &e : stragglers_->recent(job_id)) {
-            events.push_back({{"chunk", e.chunk},
-                              {"round", e.round},
-                              {"missing_ranks", ranks(e.missing)},
-                              {"waited_ms", e.waited_ms}});
-        }
-        total = stragglers_->total(job_id);
+        for (const auto &e : stragglers_->recent(job_id))
+            v.straggler_events.push_back({e.chunk, e.round, rank_list(e.missing), e.waited_ms});
+        v.straggler_events_total = stragglers_->total(job_id);
     }
-    j["straggler_events"] = events;
-    j["straggler_events_total"] = total;
-    const Job &job = *jobs_.find(job_id);
     switch (progress) {
     case Progress::read:
-        j["progress"] = to_json(job_progress(job, datapath_.slot_states(job)));
+        v.progress = to_api(job_progress(*job, datapath_.slot_states(*job)));
         break;
-    case Progress::none_yet: j["progress"] = to_json(job_progress(job, {})); break;
-    case Progress::omitted: j["progress"] = nullptr; break;
+    case Progress::none_yet: v.progress = to_api(job_progress(*job, {})); break;
+    case Progress::omitted: break;
     }
-    return j;
+    return v;
 }
 
 ControlReply ControlApi::handle_line(const std::string &line, const std::string &required_token)
@@ -170,9 +158,9 @@ ControlReply ControlApi::handle_line(const std::string &line, const std::string 
     if (line.size() > kMaxRequestBytes) {
         requests_++;
         errors_++;
-        return {
-            refusal(kRefused, "request larger than " + std::to_string(kMaxRequestBytes) + " bytes")
-                .dump()};
+        return {refusal(Refusal::bad_request,
+                        "request larger than " + std::to_string(kMaxRequestBytes) + " bytes")
+                    .dump()};
     }
     json request = json::parse(line, nullptr, false);
     if (!required_token.empty()) {
@@ -183,14 +171,14 @@ ControlReply ControlApi::handle_line(const std::string &line, const std::string 
             !same_secret(request["token"].get<std::string>(), required_token)) {
             requests_++;
             errors_++;
-            return {refusal(kRefusedUnauthorized, "missing or wrong token").dump(), true};
+            return {refusal(Refusal::bad_token, "missing or wrong token").dump(), true};
         }
         request.erase("token");
     }
     if (request.is_discarded()) {
         requests_++;
         errors_++;
-        return {refusal(kRefused, "not a JSON object").dump()};
+        return {refusal(Refusal::bad_request, "not a JSON object").dump()};
     }
     return {handle(request).dump()};
 }
@@ -208,28 +196,31 @@ json ControlApi::handle(const json &request)
             bool changes_jobs;
         };
         static const std::map<std::string, Op> kOps = {
-            {"create_job", {&ControlApi::create_job, true}},
-            {"delete_job", {&ControlApi::delete_job, true}},
-            {"join", {&ControlApi::join, true}},
-            {"leave", {&ControlApi::leave, true}},
-            {"list_jobs", {&ControlApi::list_jobs, false}},
-            {"show_job", {&ControlApi::show_job, false}},
-            {"stats", {&ControlApi::stats, false}},
-            {"status", {&ControlApi::status, false}},
-            {"set_log_level", {&ControlApi::set_log_level, false}},
-            {"evict", {&ControlApi::evict, true}},
+            {api::op::create_job, {&ControlApi::create_job, true}},
+            {api::op::delete_job, {&ControlApi::delete_job, true}},
+            {api::op::join, {&ControlApi::join, true}},
+            {api::op::leave, {&ControlApi::leave, true}},
+            {api::op::list_jobs, {&ControlApi::list_jobs, false}},
+            {api::op::show_job, {&ControlApi::show_job, false}},
+            {api::op::stats, {&ControlApi::stats, false}},
+            {api::op::status, {&ControlApi::status, false}},
+            {api::op::set_log_level, {&ControlApi::set_log_level, false}},
+            {api::op::evict, {&ControlApi::evict, true}},
         };
         auto it = kOps.find(op);
         if (it == kOps.end())
-            refuse("unknown op '" + op + "'");
+            refuse("unknown op '" + op + "'", Refusal::unknown_op);
         json reply = (this->*it->second.handler)(request);
         if (it->second.changes_jobs && on_change_)
             on_change_();
         reply["ok"] = true;
         return reply;
-    } catch (const std::exception &e) {
+    } catch (const api::Refused &e) {
         errors_++;
-        return refusal(kRefused, e.what());
+        return refusal(e.code(), e.what());
+    } catch (const std::exception &e) {  // a value the datapath would not take
+        errors_++;
+        return refusal(Refusal::bad_request, e.what());
     }
 }
 
@@ -239,7 +230,7 @@ json ControlApi::create_job(const json &r)
                    "weight", "iterations", "host_path", "fanout"});
     JobRequest req;
     if (r.contains("id"))
-        req.id = static_cast<uint32_t>(number(r, "id", 0xffff));
+        req.id = static_cast<uint32_t>(number(r, "id", XAGG_MAX_JOB_ID));
     req.workers = static_cast<uint32_t>(number(r, "workers", XAGG_MAX_WORKERS));
     req.gradient_elems = number(r, "gradient_elems", uint64_t{1} << 40);
     if (r.contains("policy")) {
@@ -268,7 +259,7 @@ json ControlApi::create_job(const json &r)
         throw;
     }
     rebalance();
-    return {{"job", describe(id, Progress::none_yet)}};
+    return api::JobReply{describe(id, Progress::none_yet)};
 }
 
 void ControlApi::note_progress(const std::map<uint32_t, uint64_t> &rounds_done)
@@ -325,7 +316,7 @@ void ControlApi::evict_ranks(uint32_t job_id, uint64_t bitmap)
             spdlog::warn(
                 "evicted rank {} from job {} after {} straggler timeouts; results now "
                 "carry the contributions of rank(s) {}",
-                rank, job_id, job.evict_after, ranks(job.member_bitmap()).dump());
+                rank, job_id, job.evict_after, rank_text(job.member_bitmap()));
             if (on_change_)
                 on_change_();
         } catch (const std::invalid_argument &e) {
@@ -337,20 +328,20 @@ void ControlApi::evict_ranks(uint32_t job_id, uint64_t bitmap)
 json ControlApi::evict(const json &r)
 {
     allow_only(r, {"job", "rank"});
-    auto id = static_cast<uint32_t>(number(r, "job", 0xffff));
+    auto id = static_cast<uint32_t>(number(r, "job", XAGG_MAX_JOB_ID));
     auto rank = static_cast<uint32_t>(number(r, "rank", XAGG_MAX_WORKERS - 1));
     apply_eviction(id, rank);
     spdlog::warn("evicted rank {} from job {} over the control API", rank, id);
-    return {{"job", describe(id)}};
+    return api::JobReply{describe(id)};
 }
 
 json ControlApi::delete_job(const json &r)
 {
     allow_only(r, {"job"});
-    auto id = static_cast<uint32_t>(number(r, "job", 0xffff));
+    auto id = static_cast<uint32_t>(number(r, "job", XAGG_MAX_JOB_ID));
     const Job *job = jobs_.find(id);
     if (!job)
-        refuse("no job " + std::to_string(id));
+        refuse("no job " + std::to_string(id), Refusal::no_such_job);
     // The fast path first: once the job is gone there, no packet can touch its region.
     datapath_.delete_job(id);
     for (const auto &[rank, m] : job->members)
@@ -365,7 +356,7 @@ json ControlApi::delete_job(const json &r)
 json ControlApi::join(const json &r)
 {
     allow_only(r, {"job", "rank", "addr", "port"});
-    auto id = static_cast<uint32_t>(number(r, "job", 0xffff));
+    auto id = static_cast<uint32_t>(number(r, "job", XAGG_MAX_JOB_ID));
     auto rank = static_cast<uint32_t>(number(r, "rank", XAGG_MAX_WORKERS - 1));
     in_addr addr{};
     std::string a = text(r, "addr");
@@ -385,13 +376,13 @@ json ControlApi::join(const json &r)
         if (stragglers_)
             stragglers_->pardon(id, rank);
     }
-    return {{"job", describe(id, Progress::omitted)}, {"aggregator", {{"port", xagg_port_}}}};
+    return api::JoinReply{describe(id, Progress::omitted), xagg_port_};
 }
 
 json ControlApi::leave(const json &r)
 {
     allow_only(r, {"job", "rank"});
-    auto id = static_cast<uint32_t>(number(r, "job", 0xffff));
+    auto id = static_cast<uint32_t>(number(r, "job", XAGG_MAX_JOB_ID));
     auto rank = static_cast<uint32_t>(number(r, "rank", XAGG_MAX_WORKERS - 1));
     jobs_.leave(id, rank);
     datapath_.delete_member(id, rank);
@@ -401,16 +392,16 @@ json ControlApi::leave(const json &r)
 json ControlApi::list_jobs(const json &r)
 {
     allow_only(r, {});
-    json jobs = json::array();
+    api::JobList list;
     for (const auto &[id, job] : jobs_.jobs())
-        jobs.push_back(describe(id));
-    return {{"jobs", jobs}};
+        list.jobs.push_back(describe(id));
+    return list;
 }
 
 json ControlApi::show_job(const json &r)
 {
     allow_only(r, {"job"});
-    return {{"job", describe(static_cast<uint32_t>(number(r, "job", 0xffff)))}};
+    return api::JobReply{describe(static_cast<uint32_t>(number(r, "job", XAGG_MAX_JOB_ID)))};
 }
 
 json ControlApi::set_log_level(const json &r)

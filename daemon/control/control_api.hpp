@@ -14,6 +14,7 @@
 #include "lib/fastpath/fastpath.hpp"
 #include "daemon/jobs/job_table.hpp"
 #include "daemon/jobs/stragglers.hpp"
+#include "xagg/api.hpp"
 
 namespace xagg::daemon {
 
@@ -27,11 +28,6 @@ struct NodeStatus {
     std::string control_tcp_address;
     std::string metrics_address;
 };
-
-// Refusals carry a code beside the message, so a client can tell them apart without parsing
-// English: "unauthorized" (TCP request without the right token), "refused" (anything else).
-inline constexpr const char *kRefusedUnauthorized = "unauthorized";
-inline constexpr const char *kRefused = "refused";
 
 class ControlApi {
 public:
@@ -81,7 +77,7 @@ private:
     // all, costly for large jobs), known to be none (a job just created: its tag is new, so no
     // slot is its), or left out (null).
     enum class Progress { read, none_yet, omitted };
-    nlohmann::json describe(uint32_t job_id, Progress progress = Progress::read) const;
+    api::Job describe(uint32_t job_id, Progress progress = Progress::read) const;
 
     JobTable &jobs_;
     Datapath &datapath_;

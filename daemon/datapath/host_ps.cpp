@@ -251,7 +251,10 @@ enum xagg_counter HostPs::handle(const Jobs &jobs, std::span<const uint8_t> data
         return c;
     };
     xagg_hdr h{};
-    std::memcpy(&h, datagram.data(), std::min(sizeof(h), datagram.size()));
+    // An empty datagram has no buffer at all (data() may be null, and memcpy from null is
+    // undefined even for zero bytes); the zeroed header then fails the length check.
+    if (!datagram.empty())
+        std::memcpy(&h, datagram.data(), std::min(sizeof(h), datagram.size()));
     if (auto refused = xagg_check_datagram(&h, static_cast<__u32>(datagram.size()));
         refused != XAGG_ACCEPT)
         return outcome(refused);

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "daemon/jobs/job_table.hpp"
 
+#include "xagg/api.hpp"
+
 #include <arpa/inet.h>
 
 #include <algorithm>
@@ -10,9 +12,11 @@
 namespace xagg::daemon {
 namespace {
 
-[[noreturn]] void refuse(const std::string &why)
+using api::Refusal;
+
+[[noreturn]] void refuse(const std::string &why, Refusal code = Refusal::bad_request)
 {
-    throw std::invalid_argument(why);
+    throw api::Refused(code, why);
 }
 
 }  // namespace
@@ -42,13 +46,21 @@ uint32_t new_tag()
     return tag;
 }
 
-nlohmann::json ranks(uint64_t bitmap)
+std::vector<uint32_t> rank_list(uint64_t bitmap)
 {
-    nlohmann::json out = nlohmann::json::array();
+    std::vector<uint32_t> out;
     for (uint32_t r = 0; r < XAGG_MAX_WORKERS; r++)
         if (bitmap >> r & 1)
             out.push_back(r);
     return out;
+}
+
+std::string rank_text(uint64_t bitmap)
+{
+    std::string out = "[";
+    for (uint32_t r : rank_list(bitmap))
+        out += (out.size() > 1 ? "," : "") + std::to_string(r);
+    return out + "]";
 }
 
 const char *to_string(StragglerPolicy p)
@@ -107,7 +119,7 @@ std::map<uint32_t, Region> JobTable::layout(const std::map<uint32_t, uint64_t> &
 void JobTable::set_region(uint32_t id, Region region)
 {
     if (uint64_t{region.base} + region.chunks > capacity_chunks_)
-        refuse("region lies beyond the fast-path capacity");
+        refuse("region lies beyond the fast-path capacity", Refusal::no_room);
     Job &job = get(id);
     job.region_base = region.base;
     job.region_chunks = std::min(region.chunks, job.chunks);
@@ -116,7 +128,7 @@ void JobTable::set_region(uint32_t id, Region region)
 const Job &JobTable::create(const JobRequest &r)
 {
     if (jobs_.size() >= max_jobs_)
-        refuse("the job table is full (" + std::to_string(max_jobs_) + " jobs)");
+        refuse("the job table is full (" + std::to_string(max_jobs_) + " jobs)", Refusal::no_room);
     if (r.workers < 1 || r.workers > XAGG_MAX_WORKERS)
         refuse("workers must be 1..64");
     if (r.gradient_elems == 0)
@@ -134,9 +146,9 @@ const Job &JobTable::create(const JobRequest &r)
     if (r.id) {
         id = *r.id;
         if (id == 0 || id > 0xffff)
-            refuse("job id must be 1..65535");
+            refuse("job id must be 1.." + std::to_string(XAGG_MAX_JOB_ID));
         if (jobs_.count(id))
-            refuse("job " + std::to_string(id) + " exists");
+            refuse("job " + std::to_string(id) + " exists", Refusal::conflict);
     } else {
         for (id = 1; jobs_.count(id); id++) {
         }
@@ -164,7 +176,7 @@ Job &JobTable::get(uint32_t id)
 {
     auto it = jobs_.find(id);
     if (it == jobs_.end())
-        refuse("no job " + std::to_string(id));
+        refuse("no job " + std::to_string(id), Refusal::no_such_job);
     return it->second;
 }
 
@@ -190,12 +202,14 @@ const Member &JobTable::join(uint32_t id, uint32_t rank, in_addr addr, uint16_t 
     for (const auto &[r, m] : job.members)
         if (r != rank && m.addr.s_addr == addr.s_addr && m.port == port)
             refuse(ipv4_string(addr) + ":" + std::to_string(port) + " already joined as rank " +
-                   std::to_string(r));
+                       std::to_string(r),
+                   Refusal::conflict);
     auto it = job.members.find(rank);
     if (it != job.members.end() &&
         (it->second.addr.s_addr != addr.s_addr || it->second.port != port))
         refuse("rank " + std::to_string(rank) + " is taken by " + ipv4_string(it->second.addr) +
-               ":" + std::to_string(it->second.port) + "; leave first");
+                   ":" + std::to_string(it->second.port) + "; leave first",
+               Refusal::conflict);
     Member m{rank, addr, port};
     job.evicted &= ~(1ull << rank);
     return job.members[rank] = m;
@@ -210,9 +224,11 @@ const Job &JobTable::evict(uint32_t id, uint32_t rank)
     uint64_t bit = 1ull << rank;
     if (!(job.member_bitmap() & bit))
         refuse("rank " + std::to_string(rank) + " of job " + std::to_string(id) +
-               " is already evicted");
+                   " is already evicted",
+               Refusal::conflict);
     if (job.member_bitmap() == bit)
-        refuse("rank " + std::to_string(rank) + " is the last of job " + std::to_string(id));
+        refuse("rank " + std::to_string(rank) + " is the last of job " + std::to_string(id),
+               Refusal::conflict);
     job.evicted |= bit;
     job.evictions++;
     job.members.erase(rank);
@@ -223,14 +239,16 @@ void JobTable::leave(uint32_t id, uint32_t rank)
 {
     Job &job = get(id);
     if (!job.members.erase(rank))
-        refuse("rank " + std::to_string(rank) + " is not a member of job " + std::to_string(id));
+        refuse("rank " + std::to_string(rank) + " is not a member of job " + std::to_string(id),
+               Refusal::no_such_job);
 }
 
 void JobTable::restore(std::map<uint32_t, Job> jobs)
 {
     for (const auto &[id, job] : jobs)
         if (uint64_t{job.region_base} + job.region_chunks > capacity_chunks_)
-            refuse("job " + std::to_string(id) + " lies beyond the fast-path capacity");
+            refuse("job " + std::to_string(id) + " lies beyond the fast-path capacity",
+                   Refusal::no_room);
     jobs_ = std::move(jobs);
     for (const auto &[id, job] : jobs_)
         next_arrival_ = std::max(next_arrival_, job.arrival + 1);

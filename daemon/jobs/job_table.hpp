@@ -7,7 +7,6 @@
 
 #include <cstdint>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -125,7 +124,8 @@ uint32_t new_tag();
 // An IPv4 address in dotted form, and back (throws std::invalid_argument).
 std::string ipv4_string(in_addr a);
 in_addr parse_ipv4(const std::string &s);
-// A rank bitmap as a JSON array of ranks, lowest first.
-nlohmann::json ranks(uint64_t bitmap);
+// A rank bitmap as its ranks, lowest first; and as text for logs, "[0,2,5]".
+std::vector<uint32_t> rank_list(uint64_t bitmap);
+std::string rank_text(uint64_t bitmap);
 
 }  // namespace xagg::daemon

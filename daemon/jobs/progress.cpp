@@ -44,16 +44,9 @@ JobProgress job_progress(const Job &job, const std::vector<SlotState> &slots)
     return p;
 }
 
-nlohmann::json to_json(const JobProgress &p)
+api::Progress to_api(const JobProgress &p)
 {
-    auto round = [](const std::optional<uint32_t> &r) {
-        return r ? nlohmann::json(*r) : nlohmann::json(nullptr);
-    };
-    return {{"newest_round", round(p.newest_round)},
-            {"oldest_round", round(p.oldest_round)},
-            {"chunks_complete_at_newest", p.complete_at_newest},
-            {"chunks_in_flight", p.in_flight},
-            {"chunks_not_started", p.not_started}};
+    return {p.newest_round, p.oldest_round, p.complete_at_newest, p.in_flight, p.not_started};
 }
 
 }  // namespace xagg::daemon

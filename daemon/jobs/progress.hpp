@@ -4,12 +4,12 @@
 #pragma once
 
 #include <cstdint>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <vector>
 
 #include "daemon/jobs/job_table.hpp"
 #include "daemon/jobs/stragglers.hpp"
+#include "xagg/api.hpp"
 
 namespace xagg::daemon {
 
@@ -25,6 +25,7 @@ struct JobProgress {
 // `slots` are the job's slots of both paths (unused ones are ignored).
 JobProgress job_progress(const Job &job, const std::vector<SlotState> &slots);
 
-nlohmann::json to_json(const JobProgress &p);
+// As the API reports it.
+api::Progress to_api(const JobProgress &p);
 
 }  // namespace xagg::daemon

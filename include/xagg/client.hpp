@@ -26,12 +26,13 @@
 #include <vector>
 
 #include "xagg/control_tls.hpp"
+#include "xagg/defaults.h"
 
 namespace xagg {
 
 // One aggregator node: its xaggd's control API and its data-plane address.
 struct Aggregator {
-    std::string control_socket = "/run/xagg/xaggd.sock";  // the daemon's Unix socket, or:
+    std::string control_socket = XAGG_DEFAULT_CONTROL_SOCKET;  // the daemon's Unix socket, or:
     std::string control_host;  // HOST:PORT of its control_tcp_address (used when set)
     std::string token;         // the token control_host requires
     ControlTls tls;            // how control_host is secured: TLS unless tls.plaintext

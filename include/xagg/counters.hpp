@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The outcome counters (enum xagg_counter, include/xagg/fastpath.h) as userspace reads them:
+// The outcome counters (enum xagg_counter, include/xagg/counters.h) as userspace reads them:
 // one array of both paths' counts and the names logs, the control API and the metrics use.
 // Header-only and free of libbpf, so the control API and metrics need no BPF headers.
 #pragma once

@@ -14,8 +14,6 @@
 #include "xagg/counters.h"
 #include "xagg/proto.h"
 
-/* Job ids are non-zero. */
-#define XAGG_JOB_ID_NONE 0u
 /* Slot owner tags are non-zero: zero marks a slot that no job has claimed yet. */
 #define XAGG_TAG_NONE 0u
 

@@ -56,6 +56,11 @@
 #define XAGG_EXPONENT_GROUPS 12
 #define XAGG_BLOCKS_PER_EXPONENT_CHUNK (XAGG_CHUNK_ELEMS / XAGG_EXPONENT_GROUPS)
 
+/* Job ids are 1..XAGG_MAX_JOB_ID: the wire has 32 bits for them, but a job's default multicast
+ * group is the daemon's group base plus its id, within a /16. */
+#define XAGG_JOB_ID_NONE 0u
+#define XAGG_MAX_JOB_ID 0xffffu
+
 /* Ranks are bits of a 64-bit contributor bitmap. */
 #define XAGG_MAX_WORKERS 64
 

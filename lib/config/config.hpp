@@ -8,6 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "xagg/defaults.h"
+#include "xagg/fastpath.h"
+#include "xagg/proto.h"
+
 namespace CLI {
 class App;
 }
@@ -15,17 +19,17 @@ class App;
 namespace xagg::daemon {
 
 struct Config {
-    std::string interface;                       // NIC to attach the fast path to
-    std::string datapath = "xdp";                // xdp (fast path + host PS) | host (host PS only)
-    std::string xdp_mode = "native";             // native | skb
-    uint16_t port = 9871;                        // UDP port of xagg traffic
-    uint32_t max_chunks = 65536;                 // fast-path capacity, in chunks of 3 KiB
-    uint32_t max_jobs = 256;                     // job table capacity
-    uint32_t min_job_chunks = 256;               // fast-path memory guaranteed to each job
-    std::string memory_policy = "benefit";       // benefit | fair | equal | fcfs
-    std::string bpffs_dir = "/sys/fs/bpf/xagg";  // where maps are pinned
-    std::string state_dir = "/var/lib/xagg";     // job table kept across restarts
-    std::string control_socket = "/run/xagg/xaggd.sock";
+    std::string interface;              // NIC to attach the fast path to
+    std::string datapath = "xdp";       // xdp (fast path + host PS) | host (host PS only)
+    std::string xdp_mode = "native";    // native | skb
+    uint16_t port = XAGG_DEFAULT_PORT;  // UDP port of xagg traffic
+    uint32_t max_chunks = XAGG_DEFAULT_MAX_CHUNKS;  // fast-path capacity, in chunks of 3 KiB
+    uint32_t max_jobs = XAGG_DEFAULT_MAX_JOBS;      // job table capacity
+    uint32_t min_job_chunks = 256;                  // fast-path memory guaranteed to each job
+    std::string memory_policy = "benefit";          // benefit | fair | equal | fcfs
+    std::string bpffs_dir = "/sys/fs/bpf/xagg";     // where maps are pinned
+    std::string state_dir = "/var/lib/xagg";        // job table kept across restarts
+    std::string control_socket = XAGG_DEFAULT_CONTROL_SOCKET;
     std::string control_socket_mode = "0660";  // octal file mode of the socket
     std::string control_tcp_address;         // HOST:PORT of the API for remote workers; empty: off
     std::string control_token_file;          // file holding the token TCP requests must carry

@@ -302,13 +302,15 @@ json interpret_reply(const std::string &line, const Endpoint &endpoint)
         reply.erase("ok");
         return reply;
     }
-    std::string error = reply.value("error", std::string("no reason given"));
-    if (reply.value("code", std::string()) == "unauthorized")
+    const std::string error = reply.value("error", std::string("no reason given"));
+    const std::optional<api::Refusal> code = api::refusal_named(reply.value("code", ""));
+    if (code == api::Refusal::bad_token)
         throw ControlError(Failure::unauthorized,
                            "xaggd at " + endpoint.where() + " refused the token (" + error +
                                "): pass the first line of its control_token_file with --token-file "
-                               "FILE, --token or XAGG_TOKEN");
-    throw ControlError(Failure::refused, "xaggd refused: " + error);
+                               "FILE, --token or XAGG_TOKEN",
+                           code);
+    throw ControlError(Failure::refused, "xaggd refused: " + error, code);
 }
 
 }  // namespace xagg::control

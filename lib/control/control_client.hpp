@@ -6,9 +6,11 @@
 
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
+#include "xagg/api.hpp"
 #include "xagg/control_tls.hpp"
 
 namespace xagg::control {
@@ -24,18 +26,23 @@ enum class Failure {
 
 class ControlError : public std::runtime_error {
 public:
-    ControlError(Failure failure, const std::string &message)
-        : std::runtime_error(message), failure_(failure)
+    ControlError(Failure failure, const std::string &message,
+                 std::optional<api::Refusal> refusal = std::nullopt)
+        : std::runtime_error(message), failure_(failure), refusal_(refusal)
     {
     }
     Failure failure() const { return failure_; }
+    // Failure::refused and unauthorized: the daemon's code for it (nullopt: a code this build
+    // does not know).
+    std::optional<api::Refusal> refusal() const { return refusal_; }
 
 private:
     Failure failure_;
+    std::optional<api::Refusal> refusal_;
 };
 
 struct Endpoint {
-    std::string socket_path = "/run/xagg/xaggd.sock";
+    std::string socket_path = api::kDefaultControlSocket;
     std::string host;   // HOST:PORT of control_tcp_address; when set, used instead of the socket
     std::string token;  // sent with every request over TCP
     ControlTls tls;     // how TCP is secured
@@ -52,6 +59,19 @@ public:
     // Sends the request and returns the reply of a request the daemon accepted (without "ok").
     // Throws ControlError for anything else.
     nlohmann::json call(nlohmann::json request) const;
+    // A typed request (xagg/api.hpp) and its typed reply; a reply that does not read as one is
+    // a Failure::protocol.
+    template <typename Reply, typename Request>
+    Reply call_as(const Request &request) const
+    {
+        const nlohmann::json reply = call(nlohmann::json(request));
+        try {
+            return reply.get<Reply>();
+        } catch (const nlohmann::json::exception &e) {
+            throw ControlError(Failure::protocol, "the reply from " + endpoint_.where() +
+                                                      " lacks what this client reads: " + e.what());
+        }
+    }
 
     const Endpoint &endpoint() const { return endpoint_; }
 

@@ -13,7 +13,9 @@
 #include "lib/config/config.hpp"
 #include "lib/etcd/etcd_client.hpp"
 #include "tools/xaggctl/render.hpp"
+#include "xagg/api.hpp"
 #include "xagg/cluster_keys.hpp"
+#include "xagg/cluster_records.hpp"
 #include "tools/xaggctl/stats.hpp"
 #include "xagg/proto.h"
 #include "xagg/release.h"
@@ -72,7 +74,7 @@ void add_status(CLI::App &app, Cli &cli)
     cmd->footer("Example: xaggctl status --json | jq .memory");
     cmd->callback([&cli] {
         cli.action = [&cli] {
-            json s = client(cli.globals).call({{"op", "status"}});
+            json s = client(cli.globals).call(api::Status{});
             return print(cli.globals, s, [&] { return render_status(s); });
         };
     });
@@ -88,8 +90,8 @@ void add_job(CLI::App &app, Cli &cli)
                                      "policy, delivery, stragglers, evictions");
     list->callback([&cli] {
         cli.action = [&cli] {
-            json r = client(cli.globals).call({{"op", "list_jobs"}});
-            return print(cli.globals, r, [&] { return render_job_list(r["jobs"]); });
+            const auto jobs = client(cli.globals).call_as<api::JobList>(api::ListJobs{});
+            return print(cli.globals, jobs, [&] { return render_job_list(jobs.jobs); });
         };
     });
 
@@ -101,8 +103,8 @@ void add_job(CLI::App &app, Cli &cli)
     show->footer("Example: xaggctl job show 7");
     show->callback([&cli] {
         cli.action = [&cli] {
-            json r = client(cli.globals).call({{"op", "show_job"}, {"job", cli.args.job}});
-            return print(cli.globals, r, [&] { return render_job(r["job"]); });
+            const auto r = client(cli.globals).call_as<api::JobReply>(api::ShowJob{cli.args.job});
+            return print(cli.globals, r, [&] { return render_job(r.job); });
         };
     });
 
@@ -115,7 +117,7 @@ void add_job(CLI::App &app, Cli &cli)
         ->required()
         ->check(CLI::PositiveNumber);
     create->add_option("--id", c.id, "Job id (1-65535); assigned when absent")
-        ->check(CLI::Range(1, 65535));
+        ->check(CLI::Range(1u, XAGG_MAX_JOB_ID));
     create->add_option("--policy", c.policy, "What a straggler timeout does")
         ->check(CLI::IsMember({"wait", "evict"}))
         ->capture_default_str();
@@ -138,15 +140,20 @@ void add_job(CLI::App &app, Cli &cli)
         "Example: xaggctl job create --id 7 --workers 4 --elems 16777216 --policy evict");
     create->callback([&cli, &c] {
         cli.action = [&cli, &c] {
-            json req = {{"op", "create_job"},         {"workers", c.workers},
-                        {"gradient_elems", c.elems},  {"policy", c.policy},
-                        {"timeout_ms", c.timeout_ms}, {"evict_after", c.evict_after},
-                        {"weight", c.weight},         {"host_path", c.host_path},
-                        {"fanout", c.fanout},         {"iterations", c.iterations}};
+            api::CreateJob req;
             if (c.id)
-                req["id"] = c.id;
-            json r = client(cli.globals).call(req);
-            return print(cli.globals, r, [&] { return render_job(r["job"]); });
+                req.id = c.id;
+            req.workers = c.workers;
+            req.gradient_elems = c.elems;
+            req.policy = c.policy;
+            req.timeout_ms = c.timeout_ms;
+            req.evict_after = c.evict_after;
+            req.weight = c.weight;
+            req.iterations = c.iterations;
+            req.host_path = c.host_path;
+            req.fanout = c.fanout;
+            const auto r = client(cli.globals).call_as<api::JobReply>(req);
+            return print(cli.globals, r, [&] { return render_job(r.job); });
         };
     });
 
@@ -156,7 +163,7 @@ void add_job(CLI::App &app, Cli &cli)
     del->callback([&cli] {
         cli.action = [&cli] {
             const uint32_t id = cli.args.job;
-            json r = client(cli.globals).call({{"op", "delete_job"}, {"job", id}});
+            json r = client(cli.globals).call(api::DeleteJob{id});
             return print(cli.globals, r,
                          [&] { return "deleted job " + std::to_string(id) + "\n"; });
         };
@@ -180,12 +187,8 @@ void add_worker(CLI::App &app, Cli &cli)
     join->footer("Example: xaggctl worker join 7 0 10.0.0.11 9872");
     join->callback([&cli, &a] {
         cli.action = [&cli, &a] {
-            json r = client(cli.globals)
-                         .call({{"op", "join"},
-                                {"job", a.job},
-                                {"rank", a.rank},
-                                {"addr", a.addr},
-                                {"port", a.port}});
+            const auto r = client(cli.globals)
+                               .call_as<api::JoinReply>(api::Join{a.job, a.rank, a.addr, a.port});
             return print(cli.globals, r, [&] {
                 return "rank " + std::to_string(a.rank) + " of job " + std::to_string(a.job) +
                        " joined from " + a.addr + ":" + std::to_string(a.port) + "\n";
@@ -198,7 +201,7 @@ void add_worker(CLI::App &app, Cli &cli)
     leave->add_option("RANK", a.rank, "Rank")->required();
     leave->callback([&cli, &a] {
         cli.action = [&cli, &a] {
-            json r = client(cli.globals).call({{"op", "leave"}, {"job", a.job}, {"rank", a.rank}});
+            json r = client(cli.globals).call(api::Leave{a.job, a.rank});
             return print(cli.globals, r, [&] {
                 return "rank " + std::to_string(a.rank) + " left job " + std::to_string(a.job) +
                        "\n";
@@ -215,11 +218,11 @@ void add_worker(CLI::App &app, Cli &cli)
     evict->footer("Example: xaggctl worker evict 7 2");
     evict->callback([&cli, &a] {
         cli.action = [&cli, &a] {
-            json r = client(cli.globals).call({{"op", "evict"}, {"job", a.job}, {"rank", a.rank}});
+            const auto r = client(cli.globals).call_as<api::JobReply>(api::Evict{a.job, a.rank});
             return print(cli.globals, r, [&] {
                 std::string ranks;
-                for (const auto &m : r["job"]["members"])
-                    ranks += (ranks.empty() ? "" : ",") + m["rank"].dump();
+                for (const api::Member &m : r.job.members)
+                    ranks += (ranks.empty() ? "" : ",") + std::to_string(m.rank);
                 return "evicted rank " + std::to_string(a.rank) + " from job " +
                        std::to_string(a.job) + "; results now sum rank(s) " +
                        (ranks.empty() ? "-" : ranks) + "\n";
@@ -251,7 +254,7 @@ void add_stats(CLI::App &app, Cli &cli)
             const double every = watch ? s.watch : s.interval;
             const bool in_place = watch && !cli.globals.json && isatty(STDOUT_FILENO);
             auto sample = [&] {
-                return std::pair{api.call({{"op", "stats"}}), std::chrono::steady_clock::now()};
+                return std::pair{api.call(api::Stats{}), std::chrono::steady_clock::now()};
             };
             auto before = sample();
             for (unsigned frame = 1;; frame++) {
@@ -323,50 +326,52 @@ void add_cluster(CLI::App &app, Cli &cli)
     auto *show = cluster->add_subcommand("show", "The live nodes, the jobs and their placement");
     show->callback([&cli, &a, etcd_call] {
         cli.action = [&cli, &a, etcd_call] {
-            json r = etcd_call([&a](etcd::Client &c) {
-                json out = {{"nodes", json::array()}, {"jobs", json::array()}};
+            // Typed from the records (xagg/cluster_records.hpp); --json prints the same.
+            std::vector<ClusterNode> nodes;
+            std::vector<std::pair<ClusterJob, std::vector<std::string>>> jobs;
+            json r = etcd_call([&](etcd::Client &c) {
                 for (const auto &kv : c.range(cluster_keys::nodes(a.prefix)))
-                    out["nodes"].push_back(json::parse(kv.value));
-                std::map<uint32_t, json> placed;
+                    nodes.push_back(cluster_records::parse_node(kv.value));
+                std::map<uint32_t, ClusterPlacement> placed;
                 for (const auto &kv : c.range(cluster_keys::placements(a.prefix)))
-                    if (auto id = cluster_keys::id_in(cluster_keys::placements(a.prefix), kv.key))
-                        placed[*id] = json::parse(kv.value);
-                for (const auto &kv : c.range(cluster_keys::jobs(a.prefix))) {
-                    auto id = cluster_keys::id_in(cluster_keys::jobs(a.prefix), kv.key);
-                    if (!id)
-                        continue;
-                    json j = json::parse(kv.value);
-                    j["id"] = *id;
-                    j["partitions"] = placed.count(*id) ? placed[*id]["partitions"] : json::array();
-                    out["jobs"].push_back(j);
+                    if (cluster_keys::id_in(cluster_keys::placements(a.prefix), kv.key)) {
+                        ClusterPlacement p = cluster_records::parse_placement(kv.value);
+                        placed[p.job] = p;
+                    }
+                for (const auto &kv : c.range(cluster_keys::jobs(a.prefix)))
+                    if (auto id = cluster_keys::id_in(cluster_keys::jobs(a.prefix), kv.key))
+                        jobs.emplace_back(cluster_records::parse_job(*id, kv.value),
+                                          placed.count(*id) ? placed[*id].partitions
+                                                            : std::vector<std::string>{});
+                json out = {{"nodes", json::array()}, {"jobs", json::array()}};
+                for (const ClusterNode &n : nodes)
+                    out["nodes"].push_back(cluster_records::to_json(n));
+                for (const auto &[j, partitions] : jobs) {
+                    json record = cluster_records::to_json(j);
+                    record["id"] = j.id;
+                    record["partitions"] = partitions;
+                    out["jobs"].push_back(record);
                 }
                 return out;
             });
             return print(cli.globals, r, [&] {
                 std::string out = "NODE            ADDRESS          CAPACITY_CHUNKS\n";
-                for (const json &n : r["nodes"]) {
+                for (const ClusterNode &n : nodes) {
                     char line[160];
-                    std::snprintf(
-                        line, sizeof(line), "%-15s %-16s %llu\n",
-                        n["name"].get<std::string>().c_str(),
-                        n["address"].get<std::string>().c_str(),
-                        static_cast<unsigned long long>(n["capacity_chunks"].get<uint64_t>()));
+                    std::snprintf(line, sizeof(line), "%-15s %-16s %llu\n", n.name.c_str(),
+                                  n.address.c_str(),
+                                  static_cast<unsigned long long>(n.capacity_chunks));
                     out += line;
                 }
                 out += "\nJOB  WORKERS  ELEMS        PLACEMENT (node of each partition)\n";
-                for (const json &j : r["jobs"]) {
+                for (const auto &[j, partitions] : jobs) {
                     char line[96];
-                    std::snprintf(
-                        line, sizeof(line), "%-4u %-8u %-12llu ", j["id"].get<unsigned>(),
-                        j["workers"].get<unsigned>(),
-                        static_cast<unsigned long long>(j["gradient_elems"].get<uint64_t>()));
-                    std::string nodes;
-                    for (const json &p : j["partitions"]) {
-                        if (!nodes.empty())
-                            nodes += ' ';
-                        nodes += p.get<std::string>();
-                    }
-                    out += line + (nodes.empty() ? std::string("(not placed yet)") : nodes) + "\n";
+                    std::snprintf(line, sizeof(line), "%-4u %-8u %-12llu ", j.id, j.workers,
+                                  static_cast<unsigned long long>(j.gradient_elems));
+                    std::string names;
+                    for (const std::string &p : partitions)
+                        names += (names.empty() ? "" : " ") + p;
+                    out += line + (names.empty() ? std::string("(not placed yet)") : names) + "\n";
                 }
                 return out;
             });
@@ -376,7 +381,9 @@ void add_cluster(CLI::App &app, Cli &cli)
     job->require_subcommand(1);
     auto *create = job->add_subcommand(
         "create", "Create a cluster job: the nodes place its partitions and hold their shares");
-    create->add_option("--id", a.id, "Job id, 1-65535")->required()->check(CLI::Range(1, 65535));
+    create->add_option("--id", a.id, "Job id, 1-65535")
+        ->required()
+        ->check(CLI::Range(1u, XAGG_MAX_JOB_ID));
     create->add_option("--workers", a.workers, "Workers (1-64)")
         ->required()
         ->check(CLI::Range(1, XAGG_MAX_WORKERS));
@@ -393,9 +400,11 @@ void add_cluster(CLI::App &app, Cli &cli)
         "--workers 8 --elems 110000000");
     create->callback([&cli, &a, etcd_call] {
         cli.action = [&cli, &a, etcd_call] {
-            json spec = {{"workers", a.workers},
-                         {"gradient_elems", a.elems},
-                         {"partition_chunks", a.partition_chunks}};
+            ClusterJob record;
+            record.workers = a.workers;
+            record.gradient_elems = a.elems;
+            record.partition_chunks = a.partition_chunks;
+            json spec = cluster_records::to_json(record);
             bool created = etcd_call([&](etcd::Client &c) {
                 return json(c.put_if_revision(cluster_keys::job(a.prefix, a.id), spec.dump(), 0));
             });
@@ -433,7 +442,7 @@ void add_version(CLI::App &app, Cli &cli)
             json r = {{"xaggctl", XAGG_RELEASE}, {"xaggd", nullptr}};
             std::string daemon_line;
             try {
-                json s = client(cli.globals).call({{"op", "status"}});
+                json s = client(cli.globals).call(api::Status{});
                 r["xaggd"] = s["version"];
                 daemon_line = "xaggd " + s["version"].get<std::string>() + " (pid " +
                               s["pid"].dump() + ", at " + client(cli.globals).endpoint().where() +

@@ -35,18 +35,6 @@ std::string text(const json &v)
     return v.dump();
 }
 
-// A JSON array of ranks as "0,1,2", or "-" when empty.
-std::string rank_list(const json &ranks)
-{
-    std::string out;
-    for (const auto &r : ranks) {
-        if (!out.empty())
-            out += ',';
-        out += r.dump();
-    }
-    return out.empty() ? "-" : out;
-}
-
 std::string percent(uint64_t part, uint64_t whole)
 {
     return whole ? fmt("%.1f%%", 100.0 * static_cast<double>(part) / static_cast<double>(whole))
@@ -189,70 +177,87 @@ std::string render_status(const json &s)
     return head + "\n" + f.str();
 }
 
-std::string render_job_list(const json &jobs)
+// Ranks as "0,1,2", or "-" when none.
+std::string rank_text(const std::vector<uint32_t> &ranks)
+{
+    if (ranks.empty())
+        return "-";
+    std::string out;
+    for (uint32_t r : ranks) {
+        if (!out.empty())
+            out += ',';
+        out += std::to_string(r);
+    }
+    return out;
+}
+
+std::string render_job_list(const std::vector<api::Job> &jobs)
 {
     if (jobs.empty())
         return "no jobs\n";
     Table t({"JOB", "WORKERS", "MEMBERS", "CHUNKS", "FAST", "HOST", "POLICY", "DELIVERY", "GROUP",
              "STRAGGLERS", "EVICTED"});
-    for (const auto &j : jobs)
-        t.add({text(j["id"]), text(j["workers"]), std::to_string(j["members"].size()),
-               text(j["chunks"]), text(j["fast_path_chunks"]), text(j["host_path_chunks"]),
-               text(j["policy"]), j["fanout"].get<bool>() ? "fanout" : "multicast",
-               text(j["group"]) + ":" + text(j["group_port"]),
-               text(j.value("straggler_events_total", json(0))), rank_list(j["evicted_ranks"])});
+    for (const api::Job &j : jobs)
+        t.add({std::to_string(j.id), std::to_string(j.workers), std::to_string(j.members.size()),
+               std::to_string(j.chunks), std::to_string(j.fast_path_chunks),
+               std::to_string(j.host_path_chunks), j.policy, j.fanout ? "fanout" : "multicast",
+               j.group + ":" + std::to_string(j.group_port),
+               std::to_string(j.straggler_events_total), rank_text(j.evicted_ranks)});
     return t.str();
 }
 
-std::string render_job(const json &j)
+std::string render_job(const api::Job &j)
 {
-    std::string out = "job " + text(j["id"]) + ": " + text(j["workers"]) + " workers, " +
-                      text(j["gradient_elems"]) + " values (" + text(j["chunks"]) + " chunks)\n";
+    std::string out = "job " + std::to_string(j.id) + ": " + std::to_string(j.workers) +
+                      " workers, " + std::to_string(j.gradient_elems) + " values (" +
+                      std::to_string(j.chunks) + " chunks)\n";
     Fields f;
     f.add("policy",
-          text(j["policy"]) + " (straggler timeout " + text(j["timeout_ms"]) + " ms" +
-              (j["policy"] == "evict" ? ", evict after " + text(j["evict_after"]) + " timeouts)"
-                                      : ")"));
-    f.add("delivery", std::string(j["fanout"].get<bool>() ? "unicast fan-out" : "multicast") +
-                          " to " + text(j["group"]) + ":" + text(j["group_port"]));
-    uint64_t fast = j["fast_path_chunks"], base = j["region_base"];
-    f.add(
-        "memory",
-        (j["host_path"].get<bool>() ? std::string("host path only (configured); ")
-                                    : std::string()) +
-            text(fast) + " chunks on the fast path" +
-            (fast ? " (slots " + std::to_string(base) + "-" + std::to_string(base + fast - 1) + ")"
-                  : "") +
-            ", " + text(j["host_path_chunks"]) + " on the host path; weight " + text(j["weight"]));
-    if (j.contains("progress") && !j["progress"].is_null()) {
-        const json &p = j["progress"];
-        if (p["newest_round"].is_null())
+          j.policy + " (straggler timeout " + std::to_string(j.timeout_ms) + " ms" +
+              (j.policy == "evict" ? ", evict after " + std::to_string(j.evict_after) + " timeouts)"
+                                   : ")"));
+    f.add("delivery", std::string(j.fanout ? "unicast fan-out" : "multicast") + " to " + j.group +
+                          ":" + std::to_string(j.group_port));
+    const uint64_t fast = j.fast_path_chunks, base = j.region_base;
+    f.add("memory", (j.host_path ? std::string("host path only (configured); ") : std::string()) +
+                        std::to_string(fast) + " chunks on the fast path" +
+                        (fast ? " (slots " + std::to_string(base) + "-" +
+                                    std::to_string(base + fast - 1) + ")"
+                              : "") +
+                        ", " + std::to_string(j.host_path_chunks) + " on the host path; weight " +
+                        text(json(j.weight)));
+    if (j.progress) {
+        const api::Progress &p = *j.progress;
+        if (!p.newest_round)
             f.add("progress", "no contribution yet");
         else
-            f.add("progress",
-                  "round " + text(p["newest_round"]) + ": " + text(p["chunks_complete_at_newest"]) +
-                      " of " + text(j["chunks"]) + " chunks complete, " +
-                      text(p["chunks_in_flight"]) + " in flight, " + text(p["chunks_not_started"]) +
-                      " not started; oldest chunk at round " + text(p["oldest_round"]));
+            f.add("progress", "round " + std::to_string(*p.newest_round) + ": " +
+                                  std::to_string(p.chunks_complete_at_newest) + " of " +
+                                  std::to_string(j.chunks) + " chunks complete, " +
+                                  std::to_string(p.chunks_in_flight) + " in flight, " +
+                                  std::to_string(p.chunks_not_started) +
+                                  " not started; oldest chunk at round " +
+                                  std::to_string(p.oldest_round.value_or(*p.newest_round)));
     }
     f.add("evicted",
-          rank_list(j["evicted_ranks"]) + " (" + text(j["evictions"]) + " evictions so far)");
+          rank_text(j.evicted_ranks) + " (" + std::to_string(j.evictions) + " evictions so far)");
     out += f.str();
-    out += "members: " + std::to_string(j["members"].size()) + " of " + text(j["workers"]) + "\n";
-    if (!j["members"].empty()) {
+    out +=
+        "members: " + std::to_string(j.members.size()) + " of " + std::to_string(j.workers) + "\n";
+    if (!j.members.empty()) {
         Table m({"RANK", "ADDRESS", "PORT"});
-        for (const auto &mem : j["members"])
-            m.add({text(mem["rank"]), text(mem["addr"]), text(mem["port"])});
+        for (const api::Member &mem : j.members)
+            m.add({std::to_string(mem.rank), mem.addr, std::to_string(mem.port)});
         out += m.str("  ");
     }
-    const json &events = j.value("straggler_events", json::array());
-    out += "straggler events: " + text(j.value("straggler_events_total", json(0))) +
+    const auto &events = j.straggler_events;
+    out += "straggler events: " + std::to_string(j.straggler_events_total) +
            (events.empty() ? "" : " (latest " + std::to_string(events.size()) + ")") + "\n";
     if (!events.empty()) {
         Table e({"CHUNK", "ROUND", "MISSING", "WAITED_MS"});
-        for (const auto &ev : events)
-            e.add({text(ev["chunk"]), text(ev["round"]), rank_list(ev["missing_ranks"]),
-                   text(ev["waited_ms"])});
+        for (const api::StragglerEvent &ev : events)
+            e.add({std::to_string(ev.chunk), std::to_string(ev.round), rank_text(ev.missing_ranks),
+                   std::to_string(ev.waited_ms)});
         out += e.str("  ");
     }
     return out;

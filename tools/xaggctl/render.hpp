@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "xagg/api.hpp"
+
 namespace xagg::ctl {
 
 // Columns separated by two spaces, each as wide as its widest cell; numbers right-aligned.
@@ -29,8 +31,8 @@ std::string human_duration(double seconds);
 
 // `status`, `job list`, `job show` and a `stats` frame (see stats.hpp) as text.
 std::string render_status(const nlohmann::json &status);
-std::string render_job_list(const nlohmann::json &jobs);
-std::string render_job(const nlohmann::json &job);
+std::string render_job_list(const std::vector<api::Job> &jobs);
+std::string render_job(const api::Job &job);
 // `all`: every counter, not only those that are not zero on either path.
 std::string render_stats(const nlohmann::json &frame, bool all);
 

@@ -1,0 +1,391 @@
+// SPDX-License-Identifier: MIT
+// The control API's contract (docs/XAGGD.md, "Control API"), typed: the op names, the refusal
+// codes, and the replies that other processes read (the client library, xaggctl, the cluster
+// agent), with their JSON form defined once, here. The daemon writes these structs and the
+// callers read them; nobody looks into a reply by a key of their own, and nobody reads a
+// refusal's message text to decide anything: the code says what happened, the message is for
+// people.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "xagg/defaults.h"
+#include "xagg/proto.h"
+
+namespace xagg::api {
+
+// Where xaggd serves the API unless configured otherwise (control_socket).
+inline constexpr const char *kDefaultControlSocket = XAGG_DEFAULT_CONTROL_SOCKET;
+
+// The ops, as they appear in a request's "op".
+namespace op {
+inline constexpr const char *create_job = "create_job";
+inline constexpr const char *delete_job = "delete_job";
+inline constexpr const char *join = "join";
+inline constexpr const char *leave = "leave";
+inline constexpr const char *evict = "evict";
+inline constexpr const char *list_jobs = "list_jobs";
+inline constexpr const char *show_job = "show_job";
+inline constexpr const char *stats = "stats";
+inline constexpr const char *status = "status";
+inline constexpr const char *set_log_level = "set_log_level";
+}  // namespace op
+
+// Why a request was refused: a reply's "code".
+enum class Refusal {
+    bad_request,  // not a request the API understands: malformed, unknown field, bad value
+    unknown_op,   // "op" names no operation
+    no_such_job,  // the job (or the rank in it) is not there
+    conflict,     // the request contradicts the table: id or rank taken, address already joined
+    no_room,      // the job table or the fast path is full
+    bad_token,    // TCP: the request lacks the right token (nothing else is said)
+};
+
+inline constexpr std::string_view to_string(Refusal r)
+{
+    switch (r) {
+    case Refusal::bad_request: return "bad_request";
+    case Refusal::unknown_op: return "unknown_op";
+    case Refusal::no_such_job: return "no_such_job";
+    case Refusal::conflict: return "conflict";
+    case Refusal::no_room: return "no_room";
+    case Refusal::bad_token: return "bad_token";
+    }
+    return "bad_request";
+}
+
+// The code of a reply; nullopt for a code this build does not know (a newer daemon's).
+inline std::optional<Refusal> refusal_named(std::string_view name)
+{
+    for (Refusal r : {Refusal::bad_request, Refusal::unknown_op, Refusal::no_such_job,
+                      Refusal::conflict, Refusal::no_room, Refusal::bad_token})
+        if (to_string(r) == name)
+            return r;
+    return std::nullopt;
+}
+
+// Thrown where a request is refused (the job table, the API), caught by the API and written as
+// {"ok": false, "code": ..., "error": message}.
+class Refused : public std::invalid_argument {
+public:
+    Refused(Refusal code, const std::string &message) : std::invalid_argument(message), code_(code)
+    {
+    }
+    Refusal code() const { return code_; }
+
+private:
+    Refusal code_;
+};
+
+// --- Requests ------------------------------------------------------------------------------
+// Each serializes with its "op"; a TCP caller's token is added by the transport.
+
+struct ShowJob {
+    uint32_t job = 0;
+};
+struct DeleteJob {
+    uint32_t job = 0;
+};
+struct ListJobs {};
+struct Status {};
+struct Join {
+    uint32_t job = 0, rank = 0;
+    std::string addr;   // the worker's IPv4 source address
+    uint16_t port = 0;  // and UDP source port
+};
+struct Leave {
+    uint32_t job = 0, rank = 0;
+};
+struct Evict {
+    uint32_t job = 0, rank = 0;
+};
+struct Stats {};
+struct CreateJob {
+    std::optional<uint32_t> id;  // assigned when absent
+    uint32_t workers = 0;
+    uint64_t gradient_elems = 0;
+    std::optional<std::string> policy;  // wait | evict
+    std::optional<uint32_t> timeout_ms, evict_after;
+    std::optional<double> weight;
+    std::optional<uint64_t> iterations;
+    std::optional<bool> host_path, fanout;
+};
+
+inline void to_json(nlohmann::json &j, const ShowJob &r)
+{
+    j = {{"op", op::show_job}, {"job", r.job}};
+}
+inline void to_json(nlohmann::json &j, const DeleteJob &r)
+{
+    j = {{"op", op::delete_job}, {"job", r.job}};
+}
+inline void to_json(nlohmann::json &j, const ListJobs &)
+{
+    j = {{"op", op::list_jobs}};
+}
+inline void to_json(nlohmann::json &j, const Status &)
+{
+    j = {{"op", op::status}};
+}
+inline void to_json(nlohmann::json &j, const Join &r)
+{
+    j = {{"op", op::join}, {"job", r.job}, {"rank", r.rank}, {"addr", r.addr}, {"port", r.port}};
+}
+inline void to_json(nlohmann::json &j, const Leave &r)
+{
+    j = {{"op", op::leave}, {"job", r.job}, {"rank", r.rank}};
+}
+inline void to_json(nlohmann::json &j, const Evict &r)
+{
+    j = {{"op", op::evict}, {"job", r.job}, {"rank", r.rank}};
+}
+inline void to_json(nlohmann::json &j, const Stats &)
+{
+    j = {{"op", op::stats}};
+}
+inline void to_json(nlohmann::json &j, const CreateJob &r)
+{
+    j = {{"op", op::create_job}, {"workers", r.workers}, {"gradient_elems", r.gradient_elems}};
+    const auto put = [&j](const char *key, const auto &v) {
+        if (v)
+            j[key] = *v;
+    };
+    put("id", r.id);
+    put("policy", r.policy);
+    put("timeout_ms", r.timeout_ms);
+    put("evict_after", r.evict_after);
+    put("weight", r.weight);
+    put("iterations", r.iterations);
+    put("host_path", r.host_path);
+    put("fanout", r.fanout);
+}
+
+// --- Replies -------------------------------------------------------------------------------
+
+struct Member {
+    uint32_t rank = 0;
+    std::string addr;  // IPv4, dotted
+    uint16_t port = 0;
+};
+
+struct StragglerEvent {
+    uint32_t chunk = 0;
+    uint32_t round = 0;
+    std::vector<uint32_t> missing_ranks;
+    uint64_t waited_ms = 0;
+};
+
+// How far a job's rounds have got (null rounds before the first contribution).
+struct Progress {
+    std::optional<uint32_t> newest_round, oldest_round;
+    uint32_t chunks_complete_at_newest = 0;
+    uint32_t chunks_in_flight = 0;
+    uint32_t chunks_not_started = 0;
+};
+
+// A job as create_job, show_job, evict, join and list_jobs describe it.
+struct Job {
+    uint32_t id = 0;
+    uint32_t workers = 0;
+    uint64_t gradient_elems = 0;
+    uint32_t chunks = 0;
+    uint32_t region_base = 0;
+    uint32_t fast_path_chunks = 0;
+    uint32_t host_path_chunks = 0;
+    std::string policy;  // wait | evict
+    uint32_t timeout_ms = 0;
+    uint32_t evict_after = 0;
+    std::vector<uint32_t> evicted_ranks;
+    uint64_t evictions = 0;
+    double weight = 1.0;
+    uint64_t iterations = 0;
+    uint64_t arrival = 0;
+    uint32_t tag = 0;
+    bool host_path = false;
+    bool fanout = false;
+    std::string group;  // IPv4 multicast group of results
+    uint16_t group_port = 0;
+    std::vector<Member> members;
+    std::vector<StragglerEvent> straggler_events;
+    uint64_t straggler_events_total = 0;
+    std::optional<Progress> progress;  // left out of join's reply
+
+    // The ranks whose contributions complete a chunk: every rank not evicted.
+    size_t expected_members() const { return workers - evicted_ranks.size(); }
+};
+
+struct JobReply {  // create_job, show_job, evict
+    Job job;
+};
+
+struct JoinReply {
+    Job job;
+    uint16_t aggregator_port = XAGG_DEFAULT_PORT;  // where the job's chunks go
+};
+
+struct JobList {  // list_jobs
+    std::vector<Job> jobs;
+};
+
+// What a worker needs of status's reply (xaggctl shows the rest as the daemon wrote it).
+struct StatusBrief {
+    std::string version;
+    uint16_t port = XAGG_DEFAULT_PORT;
+};
+
+// --- JSON ----------------------------------------------------------------------------------
+
+namespace detail {
+template <typename T>
+nlohmann::json optional_json(const std::optional<T> &v)
+{
+    return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+template <typename T>
+std::optional<T> optional_from(const nlohmann::json &j, const char *key)
+{
+    if (!j.contains(key) || j.at(key).is_null())
+        return std::nullopt;
+    return j.at(key).get<T>();
+}
+}  // namespace detail
+
+inline void to_json(nlohmann::json &j, const Member &m)
+{
+    j = {{"rank", m.rank}, {"addr", m.addr}, {"port", m.port}};
+}
+inline void from_json(const nlohmann::json &j, Member &m)
+{
+    j.at("rank").get_to(m.rank);
+    j.at("addr").get_to(m.addr);
+    j.at("port").get_to(m.port);
+}
+
+inline void to_json(nlohmann::json &j, const StragglerEvent &e)
+{
+    j = {{"chunk", e.chunk},
+         {"round", e.round},
+         {"missing_ranks", e.missing_ranks},
+         {"waited_ms", e.waited_ms}};
+}
+inline void from_json(const nlohmann::json &j, StragglerEvent &e)
+{
+    j.at("chunk").get_to(e.chunk);
+    j.at("round").get_to(e.round);
+    j.at("missing_ranks").get_to(e.missing_ranks);
+    j.at("waited_ms").get_to(e.waited_ms);
+}
+
+inline void to_json(nlohmann::json &j, const Progress &p)
+{
+    j = {{"newest_round", detail::optional_json(p.newest_round)},
+         {"oldest_round", detail::optional_json(p.oldest_round)},
+         {"chunks_complete_at_newest", p.chunks_complete_at_newest},
+         {"chunks_in_flight", p.chunks_in_flight},
+         {"chunks_not_started", p.chunks_not_started}};
+}
+inline void from_json(const nlohmann::json &j, Progress &p)
+{
+    p.newest_round = detail::optional_from<uint32_t>(j, "newest_round");
+    p.oldest_round = detail::optional_from<uint32_t>(j, "oldest_round");
+    j.at("chunks_complete_at_newest").get_to(p.chunks_complete_at_newest);
+    j.at("chunks_in_flight").get_to(p.chunks_in_flight);
+    j.at("chunks_not_started").get_to(p.chunks_not_started);
+}
+
+inline void to_json(nlohmann::json &j, const Job &x)
+{
+    j = {{"id", x.id},
+         {"workers", x.workers},
+         {"gradient_elems", x.gradient_elems},
+         {"chunks", x.chunks},
+         {"region_base", x.region_base},
+         {"fast_path_chunks", x.fast_path_chunks},
+         {"host_path_chunks", x.host_path_chunks},
+         {"policy", x.policy},
+         {"timeout_ms", x.timeout_ms},
+         {"evict_after", x.evict_after},
+         {"evicted_ranks", x.evicted_ranks},
+         {"evictions", x.evictions},
+         {"weight", x.weight},
+         {"iterations", x.iterations},
+         {"arrival", x.arrival},
+         {"tag", x.tag},
+         {"host_path", x.host_path},
+         {"fanout", x.fanout},
+         {"group", x.group},
+         {"group_port", x.group_port},
+         {"members", x.members},
+         {"straggler_events", x.straggler_events},
+         {"straggler_events_total", x.straggler_events_total},
+         {"progress", x.progress ? nlohmann::json(*x.progress) : nlohmann::json(nullptr)}};
+}
+inline void from_json(const nlohmann::json &j, Job &x)
+{
+    j.at("id").get_to(x.id);
+    j.at("workers").get_to(x.workers);
+    j.at("gradient_elems").get_to(x.gradient_elems);
+    j.at("chunks").get_to(x.chunks);
+    j.at("region_base").get_to(x.region_base);
+    j.at("fast_path_chunks").get_to(x.fast_path_chunks);
+    j.at("host_path_chunks").get_to(x.host_path_chunks);
+    j.at("policy").get_to(x.policy);
+    j.at("timeout_ms").get_to(x.timeout_ms);
+    j.at("evict_after").get_to(x.evict_after);
+    j.at("evicted_ranks").get_to(x.evicted_ranks);
+    j.at("evictions").get_to(x.evictions);
+    j.at("weight").get_to(x.weight);
+    j.at("iterations").get_to(x.iterations);
+    j.at("arrival").get_to(x.arrival);
+    j.at("tag").get_to(x.tag);
+    j.at("host_path").get_to(x.host_path);
+    j.at("fanout").get_to(x.fanout);
+    j.at("group").get_to(x.group);
+    j.at("group_port").get_to(x.group_port);
+    j.at("members").get_to(x.members);
+    j.at("straggler_events").get_to(x.straggler_events);
+    j.at("straggler_events_total").get_to(x.straggler_events_total);
+    x.progress = detail::optional_from<Progress>(j, "progress");
+}
+
+inline void to_json(nlohmann::json &j, const JobReply &r)
+{
+    j = {{"job", r.job}};
+}
+inline void from_json(const nlohmann::json &j, JobReply &r)
+{
+    j.at("job").get_to(r.job);
+}
+
+inline void to_json(nlohmann::json &j, const JoinReply &r)
+{
+    j = {{"job", r.job}, {"aggregator", {{"port", r.aggregator_port}}}};
+}
+inline void from_json(const nlohmann::json &j, JoinReply &r)
+{
+    j.at("job").get_to(r.job);
+    j.at("aggregator").at("port").get_to(r.aggregator_port);
+}
+
+inline void to_json(nlohmann::json &j, const JobList &r)
+{
+    j = {{"jobs", r.jobs}};
+}
+inline void from_json(const nlohmann::json &j, JobList &r)
+{
+    j.at("jobs").get_to(r.jobs);
+}
+
+inline void from_json(const nlohmann::json &j, StatusBrief &r)
+{
+    j.at("version").get_to(r.version);
+    j.at("port").get_to(r.port);
+}
+
+}  // namespace xagg::api
