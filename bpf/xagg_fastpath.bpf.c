@@ -99,6 +99,8 @@ int xagg_fastpath(struct xdp_md *ctx)
      * IP layer's checks are the fast path's own (on the host path the kernel makes them). */
     if (ip->ihl != 5)
         return count(XAGG_CNT_DROP_IP_OPTIONS, XDP_DROP);
+    if (!ipv4_checksum_ok(ip))
+        return count(XAGG_CNT_DROP_BAD_IP_CHECKSUM, XDP_DROP);
     if (ip->frag_off & bpf_htons(0x2000)) /* more fragments */
         return count(XAGG_CNT_DROP_FRAGMENT, XDP_DROP);
     if ((void *)ip + bpf_ntohs(ip->tot_len) > c.end ||

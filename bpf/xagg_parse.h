@@ -31,4 +31,21 @@ static __always_inline void *cursor_take(struct cursor *c, __u32 len)
 
 #define CURSOR_TAKE(c, type) ((type *)cursor_take((c), sizeof(type)))
 
+/* Whether an option-less IPv4 header's checksum is right: the ones'-complement sum of its ten
+ * 16-bit words, the checksum field included, is all ones (RFC 1071). A NIC may have checked it
+ * already, but XDP sees the frame before anything tells it so, and a header that fails is not
+ * to be trusted: not its addresses (the membership check) and not its lengths. */
+static __always_inline int ipv4_checksum_ok(const struct iphdr *ip)
+{
+    const __u16 *words = (const __u16 *)ip;
+    __u32 sum = 0;
+
+#pragma unroll
+    for (int i = 0; i < (int)(sizeof(*ip) / 2); i++)
+        sum += words[i];
+    sum = (sum & 0xffff) + (sum >> 16);
+    sum = (sum & 0xffff) + (sum >> 16);
+    return sum == 0xffff;
+}
+
 #endif /* XAGG_BPF_PARSE_H */

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "client/quantize.hpp"
 
+#include "client/quantize_kernels.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -11,19 +13,9 @@ namespace xagg::client {
 
 BlockScan scan_block(const float *values, size_t n)
 {
-    // On the bit patterns, which the compiler vectorizes: without the sign, a larger finite
-    // float has a larger pattern, and NaN and infinity are those from 0x7f800000 up.
-    // (Signed: the masked patterns are below 2^31, and SSE2 compares only signed integers.)
     constexpr int32_t kInfinity = 0x7f800000;
-    int32_t largest = 0, any = 0;
-    for (size_t i = 0; i < n; i++) {
-        int32_t bits;
-        std::memcpy(&bits, values + i, sizeof(bits));
-        bits &= 0x7fffffff;
-        any = any > bits ? any : bits;
-        int32_t finite = bits < kInfinity ? bits : 0;
-        largest = largest > finite ? largest : finite;
-    }
+    int32_t any = 0;
+    const int32_t largest = kernels().largest_finite_bits(values, n, &any);
     const bool nonfinite = any >= kInfinity;
     BlockScan s;
     s.nonfinite = nonfinite;
@@ -74,26 +66,10 @@ BlockScale decode_scale(const int32_t *summed, unsigned workers)
 
 void quantize(const float *values, size_t n, int8_t exponent, int32_t *out)
 {
-    // v * 2^-x is exact in double (a float times a power of two, far from double's limits).
-    // Adding and removing 1.5 * 2^52 rounds it to the nearest integer, ties to even, as
-    // nearbyint() does in the default rounding mode, but without a library call per value
-    // (measured: ldexp and nearbyint were a fifth of a worker's time). |q| <= 2^30 when the
-    // values are those the exponent was agreed for; the clamp keeps a buffer changed in the
-    // meantime from overflowing the conversion (its sum is then wrong, but nobody else's).
-    const double scale = std::ldexp(1.0, -exponent);
-    constexpr double kRound = 6755399441055744.0;  // 1.5 * 2^52
-    constexpr double kLimit = 1 << 30;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t bits;
-        std::memcpy(&bits, values + i, sizeof(bits));
-        bits = (bits & 0x7f800000) == 0x7f800000 ? 0u : bits;  // NaN and infinities send 0
-        float v;
-        std::memcpy(&v, &bits, sizeof(v));
-        double q = (static_cast<double>(v) * scale + kRound) - kRound;
-        q = q < -kLimit ? -kLimit : q;
-        q = q > kLimit ? kLimit : q;
-        out[i] = static_cast<int32_t>(q);
-    }
+    // |q| <= 2^30 when the values are those the exponent was agreed for; the kernel's clamp
+    // keeps a buffer changed in the meantime from overflowing the conversion (its sum is then
+    // wrong, but nobody else's). The loop is client/quantize_kernels.cpp's.
+    kernels().quantize(values, n, std::ldexp(1.0, -exponent), out);
     std::fill(out + n, out + XAGG_CHUNK_ELEMS, 0);
 }
 
@@ -103,9 +79,7 @@ void dequantize(const int32_t *sums, size_t n, const BlockScale &scale, float *o
         std::fill(out, out + n, std::numeric_limits<float>::quiet_NaN());
         return;
     }
-    const double unit = std::ldexp(1.0, scale.exponent);
-    for (size_t i = 0; i < n; i++)
-        out[i] = static_cast<float>(static_cast<double>(sums[i]) * unit);
+    kernels().dequantize(sums, n, std::ldexp(1.0, scale.exponent), out);
 }
 
 double error_bound(int8_t exponent, unsigned workers, double exact)

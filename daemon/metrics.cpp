@@ -43,10 +43,11 @@ std::string render_metrics(const MetricsSnapshot &s)
         Family f(out, "xagg_packets_total", "counter",
                  "Packets by path (fast: XDP, host: parameter server) and outcome.");
         for (const auto &[path, c] : {std::pair{"fast", &s.fast}, std::pair{"host", &s.host}})
-            for (int i = 0; i <= XAGG_CNT_COMPLETED_FANOUT; i++)
-                f.sample(std::string("path=\"") + path + "\",outcome=\"" +
-                             counter_name(static_cast<xagg_counter>(i)) + "\"",
-                         (*c)[i]);
+            for (int i = 0; i < XAGG_CNT_MAX; i++)
+                if (counts_packets(i))
+                    f.sample(std::string("path=\"") + path + "\",outcome=\"" +
+                                 counter_name(static_cast<xagg_counter>(i)) + "\"",
+                             (*c)[i]);
     }
     Family(out, "xagg_fanout_copies_total", "counter",
            "Unicast copies of results sent by the fan-out delivery.")

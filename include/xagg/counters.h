@@ -10,8 +10,8 @@
 
 /*
  * Outcome counters, one per-CPU array entry each. Every packet the XDP program sees increments
- * exactly one of those up to XAGG_CNT_COMPLETED_FANOUT, so their sum is the number of packets
- * processed; the last two count the TC fan-out's copies.
+ * exactly one of those up to XAGG_CNT_COMPLETED_FANOUT or XAGG_CNT_DROP_BAD_IP_CHECKSUM, so their
+ * sum is the number of packets processed; the two FANOUT_ ones count the TC fan-out's copies.
  */
 enum xagg_counter {
     XAGG_CNT_PASS_FOREIGN = 0,   /* not xagg traffic: passed untouched */
@@ -37,6 +37,10 @@ enum xagg_counter {
     /* Counted by the TC fan-out program, per copy rather than per packet: */
     XAGG_CNT_FANOUT_COPIES, /* unicast copies of a result sent */
     XAGG_CNT_FANOUT_FAILED, /* copies that could not be made (member gone, clone failed) */
+    /* Per packet again, and counted by the fast path only (the kernel drops such a packet before
+     * the host path's socket sees it). Last so that the indices above keep their meaning across
+     * an upgrade that takes over pinned maps. */
+    XAGG_CNT_DROP_BAD_IP_CHECKSUM, /* IPv4 header checksum wrong: the header is not trusted */
     XAGG_CNT_MAX,
 };
 

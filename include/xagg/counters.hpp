@@ -17,20 +17,26 @@ using Counters = std::array<uint64_t, XAGG_CNT_MAX>;
 // By counter, in enum order: the name in logs, the API's "counters" objects and the metric's
 // `outcome` label (docs/XAGGD.md lists them with their meaning).
 inline constexpr std::array<std::string_view, XAGG_CNT_MAX> kCounterNames = {
-    "pass_foreign",     "drop_truncated",    "drop_ip_options", "drop_fragment",
-    "drop_bad_magic",   "drop_bad_version",  "drop_bad_length", "drop_bad_flags",
-    "drop_unknown_job", "drop_not_member",   "pass_host_job",   "pass_host_overflow",
-    "aggregated",       "completed",         "drop_duplicate",  "resent",
-    "drop_stale_round", "drop_bad_exponent", "drop_moving",     "completed_fanout",
-    "fanout_copies",    "fanout_failed",
+    "pass_foreign",     "drop_truncated",    "drop_ip_options",      "drop_fragment",
+    "drop_bad_magic",   "drop_bad_version",  "drop_bad_length",      "drop_bad_flags",
+    "drop_unknown_job", "drop_not_member",   "pass_host_job",        "pass_host_overflow",
+    "aggregated",       "completed",         "drop_duplicate",       "resent",
+    "drop_stale_round", "drop_bad_exponent", "drop_moving",          "completed_fanout",
+    "fanout_copies",    "fanout_failed",     "drop_bad_ip_checksum",
 };
-static_assert(XAGG_CNT_FANOUT_FAILED == 21 && XAGG_CNT_MAX == 22,
+static_assert(XAGG_CNT_DROP_BAD_IP_CHECKSUM == 22 && XAGG_CNT_MAX == 23,
               "a counter was added or moved: name it in kCounterNames, in enum order");
 
 // Name of a counter, e.g. "drop_bad_magic".
 inline const char *counter_name(enum xagg_counter c)
 {
     return c < XAGG_CNT_MAX ? kCounterNames[c].data() : "unknown";
+}
+
+// Whether a counter counts packets (each packet one outcome), rather than the fan-out's copies.
+inline constexpr bool counts_packets(int c)
+{
+    return c != XAGG_CNT_FANOUT_COPIES && c != XAGG_CNT_FANOUT_FAILED && c < XAGG_CNT_MAX;
 }
 
 // Contributions added into sums (each is one chunk of gradient), and chunk-rounds completed.

@@ -338,6 +338,29 @@ const BadFrameCase kBadFrames[] = {
      kIpLayerOnly},
     {"first_fragment", [] { return with_frag(a0(), 0x2000); }, XDP_DROP, XAGG_CNT_DROP_FRAGMENT,
      kIpLayerOnly},
+    // The IPv4 header checksum: a flipped bit anywhere in the header, or the field zeroed (no
+    // "checksum not computed" in IPv4, unlike UDP).
+    {"bad_ip_checksum",
+     [] {
+         auto b = a0();
+         b[off::ip_csum + 1] ^= 0x01;
+         return b;
+     },
+     XDP_DROP, XAGG_CNT_DROP_BAD_IP_CHECKSUM, kIpLayerOnly},
+    {"ip_checksum_zero",
+     [] {
+         auto b = a0();
+         put_be16(b, off::ip_csum, 0);
+         return b;
+     },
+     XDP_DROP, XAGG_CNT_DROP_BAD_IP_CHECKSUM, kIpLayerOnly},
+    {"source_address_changed_checksum_not",
+     [] {
+         auto b = a0();
+         b[off::ip_src + 3] ^= 0x40;
+         return b;
+     },
+     XDP_DROP, XAGG_CNT_DROP_BAD_IP_CHECKSUM, kIpLayerOnly},
     // The datagram: include/xagg/check.h, the same rule on both paths.
     {"datagram_empty", [] { return datagram_of_length(0); }, XDP_DROP, XAGG_CNT_DROP_TRUNCATED,
      XAGG_CNT_DROP_TRUNCATED},
