@@ -45,6 +45,7 @@ constexpr uint32_t kGenIp = 0x0a580001;  // 10.88.0.1: rank r sends from 10.88.0
 constexpr uint32_t kAggIp = 0x0a5800fe;  // 10.88.0.254
 constexpr uint16_t kWorkerPort = 9872;
 constexpr uint32_t kChunksPerCpu = 4096;
+constexpr uint64_t kBenchJobKey = 0x6a09e667f3bcc908ull;  // any non-zero key
 
 int sh(const std::string &cmd)
 {
@@ -137,6 +138,7 @@ public:
         skel_->rodata->workers = workers;
         skel_->rodata->chunks_per_cpu = kChunksPerCpu;
         skel_->rodata->job_id = 1;
+        skel_->rodata->job_key = kBenchJobKey;
         skel_->rodata->src_ip_base = kGenIp;
         skel_->rodata->dst_ip = kAggIp;
         skel_->rodata->src_port = kWorkerPort;
@@ -238,6 +240,7 @@ Measurement measure_fastpath(const Topology &topo, Generator &gen, int cores, ui
         job.group_port = kWorkerPort;
         job.fanout = fanout;
         job.tag = 1;
+        job.key = kBenchJobKey;
         fp.put_job(job);
         for (uint32_t r = 0; r < workers; r++)
             fp.put_member(1, r, in_addr{htonl(kGenIp + r)}, kWorkerPort);
@@ -291,6 +294,7 @@ Measurement measure_hostpath(const Topology &topo, Generator &gen, int cores, ui
         job.chunks = 2 * kChunksPerCpu;
         job.host_path = true;
         job.tag = 1;
+        job.key = kBenchJobKey;
         inet_pton(AF_INET, "239.88.0.1", &job.group);
         job.group_port = kWorkerPort;
         for (uint32_t r = 0; r < workers; r++)
@@ -300,6 +304,7 @@ Measurement measure_hostpath(const Topology &topo, Generator &gen, int cores, ui
         spec.members = job.member_bitmap();
         spec.host_path = true;
         spec.tag = 1;
+        spec.key = kBenchJobKey;
         fp.put_job(spec);
         for (uint32_t r = 0; r < workers; r++)  // the fast path checks membership first
             fp.put_member(1, r, in_addr{htonl(kGenIp + r)}, kWorkerPort);

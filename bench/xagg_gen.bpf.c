@@ -20,6 +20,7 @@
 const volatile __u32 workers = 4;
 const volatile __u32 chunks_per_cpu = 1024; /* each CPU's generator owns its own chunk range */
 const volatile __u32 job_id = 1;
+const volatile __u64 job_key = 0;     /* host order, as xagg::JobSpec::key */
 const volatile __u32 src_ip_base = 0; /* host order; rank r sends from base + r */
 const volatile __u32 dst_ip = 0;      /* host order */
 const volatile __u16 src_port = 9872;
@@ -64,7 +65,7 @@ int xagg_gen(struct xdp_md *ctx)
     ip->version = 4;
     ip->ihl = 5;
     ip->tos = 0;
-    ip->tot_len = bpf_htons(20 + 8 + 32 + XAGG_CHUNK_BYTES);
+    ip->tot_len = bpf_htons(20 + 8 + sizeof(struct xagg_hdr) + XAGG_CHUNK_BYTES);
     ip->id = 0;
     ip->frag_off = 0;
     ip->ttl = 64;
@@ -74,7 +75,7 @@ int xagg_gen(struct xdp_md *ctx)
     ip->check = ipv4_csum(ip);
     udp->source = bpf_htons(src_port);
     udp->dest = bpf_htons(dst_port);
-    udp->len = bpf_htons(8 + 32 + XAGG_CHUNK_BYTES);
+    udp->len = bpf_htons(8 + sizeof(struct xagg_hdr) + XAGG_CHUNK_BYTES);
     udp->check = 0;
     hdr->magic = bpf_htonl(XAGG_MAGIC);
     hdr->version = XAGG_VERSION;
@@ -87,6 +88,7 @@ int xagg_gen(struct xdp_md *ctx)
     hdr->exponent = 0;
     hdr->reserved = 0;
     hdr->contrib = 0;
+    hdr->key = bpf_cpu_to_be64(job_key);
     return XDP_TX;
 }
 

@@ -121,12 +121,13 @@ int xagg_fastpath(struct xdp_md *ctx)
     if (!vals) /* cannot happen after the length checks; the verifier wants it said */
         return count(XAGG_CNT_DROP_TRUNCATED, XDP_DROP);
 
-    /* Membership: the job must exist and the rank must be sent from its registered source. */
+    /* The sender: the job must exist, the frame carry its key, and the rank be sent from its
+     * registered source. */
     __u32 job_id = bpf_ntohl(hdr->job_id);
     struct xagg_job *job = bpf_map_lookup_elem(&jobs, &job_id);
     struct xagg_member_key mkey = {.job_id = job_id, .rank = bpf_ntohs(hdr->rank)};
     struct xagg_member *member = job ? bpf_map_lookup_elem(&members, &mkey) : NULL;
-    refused = xagg_check_sender(job, member, mkey.rank, ip->saddr, udp->source);
+    refused = xagg_check_sender(job, member, mkey.rank, hdr->key, ip->saddr, udp->source);
     if (refused != XAGG_ACCEPT || !job || !member)
         return count(refused, XDP_DROP);
     __u64 bit = 1ull << (mkey.rank & (XAGG_MAX_WORKERS - 1));

@@ -76,12 +76,21 @@ client::Engine::Endpoint join(const Aggregator &a, const ClientOptions &o)
                               "rank " + std::to_string(o.rank) + " is not below job " +
                                   std::to_string(a.job) + "'s " + std::to_string(e.workers) +
                                   " workers");
-        if (o.join)
-            e.port =
-                api.call_as<api::JoinReply>(api::Join{a.job, o.rank, o.local_address, e.group_port})
-                    .aggregator_port;
-        else
+        if (o.join) {
+            const auto joined = api.call_as<api::JoinReply>(
+                api::Join{a.job, o.rank, o.local_address, e.group_port});
+            e.port = joined.aggregator_port;
+            e.key = joined.key;
+        } else {
+            const auto key = parse_job_key(a.key);
+            if (!key)
+                throw ClientError(ClientError::Kind::invalid,
+                                  "with join off, the job's key must be given as 16 hex digits "
+                                  "(xaggctl worker join prints it), not '" +
+                                      a.key + "'");
+            e.key = *key;
             e.port = api.call_as<api::StatusBrief>(api::Status{}).port;
+        }
         return e;
     } catch (const control::ControlError &err) {
         throw ClientError(kind_of(err), "aggregator " + a.address + ", job " +

@@ -34,6 +34,7 @@ Engine::Engine(const ClientOptions &options, std::vector<Endpoint> endpoints, in
     for (const Endpoint &e : endpoints) {
         auto ch = std::make_unique<Channel>();
         ch->job = e.job;
+        ch->key = e.key;
         ch->ring = e.chunks;
         ch->workers = e.workers;
         ch->weight = e.weight;
@@ -194,6 +195,7 @@ size_t Engine::encode(const Use &u, bool retransmit, uint8_t *out) const
     h.flags = retransmit ? XAGG_F_RETRANSMIT : 0;
     h.rank = static_cast<uint16_t>(options_.rank);
     h.job_id = sub.channel->job;
+    h.key = sub.channel->key;
     h.round = u.round;
     h.chunk = u.index;
     int32_t values[kBlock] = {};

@@ -94,6 +94,7 @@ struct UseKey {
 // One aggregator's job as this worker uses it.
 struct Channel {
     uint32_t job = 0;
+    uint64_t key = 0;      // the job's key on that aggregator, in every contribution
     uint32_t ring = 0;     // the job's chunks: indices are assigned round-robin over them
     unsigned workers = 0;  // the job's size (fraction bits, the full contributor set)
     double weight = 1;     // its share of each operation's blocks, relative to the others
@@ -116,6 +117,7 @@ public:
         uint16_t port = 0, group_port = 0;
         double weight = 1;
         uint32_t first_round = 0;  // of every chunk, newer than any an earlier session left
+        uint64_t key = 0;          // the job key the aggregator handed out at join
     };
     Engine(const ClientOptions &options, std::vector<Endpoint> endpoints, in_addr local);
     ~Engine();

@@ -34,6 +34,10 @@ void StateFile::save(const JobTable &jobs) const
     const std::string tmp = path_ + ".tmp";
     {
         std::ofstream out(tmp, std::ios::trunc);
+        // The table holds the job keys: readable by the daemon's user alone, set before they
+        // are written.
+        fs::permissions(tmp, fs::perms::owner_read | fs::perms::owner_write,
+                        fs::perm_options::replace);
         out << state::save(jobs.jobs()).dump(2) << "\n";
         if (!out)
             throw std::runtime_error("cannot write " + tmp);

@@ -4,10 +4,19 @@
 #include <stdexcept>
 #include <string>
 
+#include "xagg/job_key.hpp"
+
 namespace xagg::daemon::state {
 namespace {
 
 using nlohmann::json;
+
+uint64_t parse_key(const std::string &text)
+{
+    if (auto key = parse_job_key(text))
+        return *key;
+    throw std::invalid_argument("job key '" + text + "' is not 16 hex digits, not all zero");
+}
 
 json save_job(const Job &j)
 {
@@ -29,6 +38,7 @@ json save_job(const Job &j)
             {"iterations", j.iterations},
             {"arrival", j.arrival},
             {"tag", j.tag},
+            {"key", job_key_text(j.key)},
             {"host_path", j.host_path},
             {"fanout", j.fanout},
             {"group", ipv4_string(j.group)},
@@ -51,7 +61,9 @@ StragglerPolicy load_policy(const std::string &name)
     throw std::invalid_argument("unknown straggler policy '" + name + "'");
 }
 
-Job load_job(const json &j)
+// A job of a version-2 table; of a version-1 one when `keyed` is false (a fresh key: the
+// workers re-join after the upgrade, since their protocol version changed with it).
+Job load_job(const json &j, bool keyed)
 {
     Job job;
     job.id = j.at("id").get<uint32_t>();
@@ -69,6 +81,7 @@ Job load_job(const json &j)
     job.iterations = j.at("iterations").get<uint64_t>();
     job.arrival = j.at("arrival").get<uint64_t>();
     job.tag = j.at("tag").get<uint32_t>();
+    job.key = keyed ? parse_key(j.at("key").get<std::string>()) : new_key();
     job.host_path = j.at("host_path").get<bool>();
     job.fanout = j.at("fanout").get<bool>();
     job.group = parse_ipv4(j.at("group").get<std::string>());
@@ -103,6 +116,7 @@ Job load_unversioned_job(const json &j)
     // A table saved before tags: a fresh one (sums in flight are rebuilt by retransmission, as
     // after a reboot).
     job.tag = j.contains("tag") ? j.at("tag").get<uint32_t>() : new_tag();
+    job.key = new_key();
     job.host_path = j.at("host_path").get<bool>();
     job.fanout = j.at("fanout").get<bool>();
     job.group = parse_ipv4(j.at("group").get<std::string>());
@@ -137,12 +151,13 @@ std::map<uint32_t, Job> load(const json &saved)
         }
         if (saved.value("schema", "") != kSchema)
             throw std::invalid_argument("not an xagg state file (no \"schema\": \"xagg-state\")");
-        if (saved.at("version") != kVersion)
-            throw std::invalid_argument("state version " + saved.at("version").dump() +
-                                        " is not one this xaggd reads (" +
-                                        std::to_string(kVersion) + ")");
+        const bool keyed = saved.at("version") == kVersion;
+        if (!keyed && saved.at("version") != kVersionBeforeKeys)
+            throw std::invalid_argument(
+                "state version " + saved.at("version").dump() + " is not one this xaggd reads (" +
+                std::to_string(kVersionBeforeKeys) + " or " + std::to_string(kVersion) + ")");
         for (const auto &j : saved.at("jobs")) {
-            Job job = load_job(j);
+            Job job = load_job(j, keyed);
             jobs[job.id] = job;
         }
     } catch (const json::exception &e) {

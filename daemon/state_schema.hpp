@@ -3,9 +3,10 @@
 // on, and nothing else. Versioned and separate from the control API's replies, so that renaming
 // an API field never breaks crash recovery; docs/XAGGD.md ("State on disk") documents it.
 //
-//   {"schema": "xagg-state", "version": 1, "jobs": [ {job}, ... ]}
+//   {"schema": "xagg-state", "version": 2, "jobs": [ {job}, ... ]}
 //
-// A bare array of jobs is the table as xagg 0.1 saved it (the API's job objects); it loads too.
+// Version 1 (before job keys) loads too, each job given a fresh key; so does the bare array of
+// jobs xagg 0.1 saved (the API's job objects).
 #pragma once
 
 #include <cstdint>
@@ -17,7 +18,8 @@
 namespace xagg::daemon::state {
 
 inline constexpr const char *kSchema = "xagg-state";
-inline constexpr int kVersion = 1;
+inline constexpr int kVersion = 2;
+inline constexpr int kVersionBeforeKeys = 1;
 
 nlohmann::json save(const std::map<uint32_t, Job> &jobs);
 // Throws std::invalid_argument saying what is wrong (unknown version, a missing field).

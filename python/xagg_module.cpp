@@ -150,6 +150,8 @@ PYBIND11_MODULE(_xagg, m)
                              a.tls.plaintext = v.cast<bool>();
                          else if (key == "weight")
                              a.weight = v.cast<double>();
+                         else if (key == "job_key")
+                             a.key = py::str(v);
                          else
                              throw py::value_error("unknown aggregator key '" + key + "'");
                      }

@@ -23,7 +23,7 @@
 set -euo pipefail
 
 AGG_ADDR=10.77.0.100
-# A chunk's frame needs an IP MTU of 3132 (XAGG_MIN_MTU, include/xagg/proto.h); a veth with a
+# A chunk's frame needs an IP MTU of 3140 (XAGG_MIN_MTU, include/xagg/proto.h); a veth with a
 # native XDP program refuses more than about 3.5 KB (one page per frame).
 MTU=3200
 worker_addr() { echo "10.77.0.$(($1 + 1))"; }

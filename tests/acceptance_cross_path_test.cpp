@@ -55,6 +55,7 @@ protected:
         job.region_base = added.spec.region_base;
         job.region_chunks = added.spec.region_chunks;
         job.tag = added.spec.tag;
+        job.key = added.spec.key;
         job.host_path = added.spec.host_path;
         job.fanout = added.spec.fanout;
         job.group = added.spec.group;
@@ -110,14 +111,14 @@ TEST_P(SameRefusalTest, OnBothPaths)
 INSTANTIATE_TEST_SUITE_P(Table, SameRefusalTest, ::testing::ValuesIn(kBadFrames),
                          [](const auto &tc) { return std::string(tc.param.name); });
 
-// The sums on the wire: little-endian int32 after the 32-byte header.
+// The sums on the wire: little-endian int32 after the 40-byte header.
 std::vector<int32_t> values_of(const uint8_t *datagram)
 {
     std::vector<int32_t> v(XAGG_CHUNK_ELEMS);
     for (size_t i = 0; i < v.size(); i++) {
         uint32_t le = 0;
         for (int b = 0; b < 4; b++)
-            le |= uint32_t{datagram[32 + 4 * i + b]} << (8 * b);
+            le |= uint32_t{datagram[sizeof(xagg_hdr) + 4 * i + b]} << (8 * b);
         v[i] = static_cast<int32_t>(le);
     }
     return v;

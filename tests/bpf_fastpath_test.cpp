@@ -237,6 +237,32 @@ TEST_F(FastPathTest, JobsNeverTouchEachOthersSlots)
     EXPECT_EQ(fp_->slot(2 * kRegionChunks).seen, 0b11u);
 }
 
+// A job deleted and created again under the same id gets a new key: the old job's workers,
+// still sending with the key they were handed, add nothing to the new job's sums.
+TEST_F(FastPathTest, AJobCreatedAgainRefusesTheKeyOfItsPredecessor)
+{
+    expect(contribution(kJobA, 0, 0, 0, filled(5)).build(), XDP_DROP, XAGG_CNT_AGGREGATED);
+    fp_->delete_job(kJobA);
+    JobSpec again = jobs_.front().spec;
+    ASSERT_EQ(again.id, kJobA);
+    again.tag = 0x7a9;
+    again.key = 0x0123456789abcdefull;
+    fp_->put_job(again);
+    for (uint32_t r = 0; r < 3; r++)
+        expect_unchanged(contribution(kJobA, r, 0, 0).build(), XDP_DROP, XAGG_CNT_DROP_BAD_KEY);
+    std::vector<int32_t> sum(XAGG_CHUNK_ELEMS, 0);
+    for (uint32_t r = 0; r < 3; r++) {
+        Frame f = contribution(kJobA, r, 0, 0, random_values(40 + r));
+        f.key = again.key;
+        sum = sum_of({sum, f.values});
+        Result res = expect(f.build(), r < 2 ? XDP_DROP : XDP_TX,
+                            r < 2 ? XAGG_CNT_AGGREGATED : XAGG_CNT_COMPLETED);
+        if (r == 2) {
+            EXPECT_EQ(res.out, multicast_result(f, sum, 0b111));
+        }
+    }
+}
+
 TEST_F(FastPathTest, OneWorkerJobAnswersAtOnce)
 {
     Frame f = contribution(kJobSolo, 0, 0, 0, random_values(9));
@@ -257,6 +283,7 @@ TEST_F(FastPathTest, FanoutJobPassesTheResultToTcWhichCopiesItToEveryMember)
     marked.flags = XAGG_F_RESULT;
     marked.rank = XAGG_RANK_AGGREGATOR;
     marked.contrib = 0b111;
+    marked.key = 0;  // a result carries no key
     marked.values = filled(33);
     EXPECT_EQ(passed.out, marked.build());
 

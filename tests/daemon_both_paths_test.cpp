@@ -173,6 +173,7 @@ Job make_job(uint32_t base, uint32_t region_chunks, uint32_t chunks = 1500)
     job.region_base = base;
     job.region_chunks = region_chunks;
     job.tag = 0x5eed;
+    job.key = 0x2f64c0d9a31e57b8ull;
     job.group_port = 9872;
     job.members[0] = Member{0, in_addr{htonl(0x0a000001)}, 5000};
     job.members[1] = Member{1, in_addr{htonl(0x0a000002)}, 5001};

@@ -149,15 +149,18 @@ protected:
                                    {"workers", kWorkers},
                                    {"gradient_elems", kChunks * XAGG_CHUNK_ELEMS}});
         ASSERT_EQ(r["ok"], true) << r;
-        for (unsigned rank = 0; rank < kWorkers; rank++)
-            ASSERT_EQ(control(socket_, {{"op", "join"},
-                                        {"job", kJob},
-                                        {"rank", rank},
-                                        {"addr", worker_addr(rank)},
-                                        {"port", 9872}})["ok"],
-                      true);
+        std::string key;
+        for (unsigned rank = 0; rank < kWorkers; rank++) {
+            json joined = control(socket_, {{"op", "join"},
+                                            {"job", kJob},
+                                            {"rank", rank},
+                                            {"addr", worker_addr(rank)},
+                                            {"port", 9872}});
+            ASSERT_EQ(joined["ok"], true) << joined;
+            key = joined["key"];
+        }
         auto workers = start_demo_workers(
-            topo, worker_run(kJob, kWorkers, kChunks, kRounds, "239.77.0.7"), dir_);
+            topo, worker_run(kJob, kWorkers, kChunks, kRounds, "239.77.0.7", key), dir_);
         for (auto &p : workers) {
             ASSERT_EQ(p->wait(120s), 0) << p->output();
             json out = json::parse(p->output());

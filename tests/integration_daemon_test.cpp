@@ -96,7 +96,8 @@ uint64_t sample(const std::string &metrics, const std::string &series)
 
 class DaemonIntegration : public DaemonTest {
 protected:
-    // Creates job kJob and joins every worker; returns the job as the API describes it.
+    // Creates job kJob and joins every worker; returns the job as the API describes it. The job
+    // key the joins hand out is kept in key_.
     json create_and_join(unsigned workers, uint32_t chunks, bool host_path = false)
     {
         json r = control(socket_, {{"op", "create_job"},
@@ -111,7 +112,7 @@ protected:
         return job;
     }
 
-    // Joins ranks 0..workers-1 of kJob, rank r from worker namespace r.
+    // Joins ranks 0..workers-1 of kJob, rank r from worker namespace r; keeps the job key in key_.
     void join_all(unsigned workers)
     {
         for (unsigned rank = 0; rank < workers; rank++) {
@@ -121,14 +122,18 @@ protected:
                                        {"addr", worker_addr(rank)},
                                        {"port", 9872}});
             EXPECT_EQ(r["ok"], true) << r;
+            if (rank > 0) {
+                EXPECT_EQ(r["key"], key_) << "every member of a job gets the same key";
+            }
+            key_ = r.value("key", "");
         }
     }
 
     std::vector<std::unique_ptr<Process>> start_workers(const Topology &topo, unsigned workers,
                                                         uint32_t chunks, uint32_t rounds)
     {
-        return start_demo_workers(topo, worker_run(kJob, workers, chunks, rounds, "239.77.0.7"),
-                                  dir_);
+        return start_demo_workers(
+            topo, worker_run(kJob, workers, chunks, rounds, "239.77.0.7", key_), dir_);
     }
 
     static void expect_all_exact(std::vector<std::unique_ptr<Process>> &procs, uint64_t results)
@@ -145,6 +150,8 @@ protected:
             EXPECT_EQ(out["digest"], digest) << "workers disagree";
         }
     }
+
+    std::string key_;  // kJob's key, from the last join_all
 };
 
 TEST_F(DaemonIntegration, JobCreatedOverTheApiGivesExactSums)
@@ -194,7 +201,7 @@ TEST_F(DaemonIntegration, RefusesToStartOnAnInterfaceThatCannotCarryAChunk)
     ASSERT_EQ(run_command("ip -n " + topo.agg() + " link set eth0 mtu 1500 && echo ok"), "ok\n");
     Process daemon(xaggd_as_unit(topo.agg(), write_config(topo)), dir_ + "/xaggd.log");
     EXPECT_EQ(daemon.wait(std::chrono::seconds(10)), 1) << daemon.output();
-    EXPECT_NE(daemon.output().find("interface eth0 has MTU 1500; xagg's frames need at least 3132"),
+    EXPECT_NE(daemon.output().find("interface eth0 has MTU 1500; xagg's frames need at least 3140"),
               std::string::npos)
         << daemon.output();
 }
@@ -301,7 +308,7 @@ TEST_F(DaemonIntegration, StragglerIsReportedByRankAndNoPartialSumIsSent)
     join_all(kWorkers);
     // Rank 2 never sends. Ranks 0 and 1 retry for ~1 s and then give up: under `wait` no result
     // is ever sent without rank 2 in it.
-    WorkerRun run = worker_run(kJob, kWorkers, kChunks, 1, "239.77.0.7");
+    WorkerRun run = worker_run(kJob, kWorkers, kChunks, 1, "239.77.0.7", key_);
     run.timeout_ms = 50;
     run.max_retries = 20;
     std::vector<std::unique_ptr<Process>> present;
@@ -352,7 +359,7 @@ TEST_F(DaemonIntegration, EvictedStragglerIsRemovedAndTheJobCompletesWithTheOthe
     ASSERT_EQ(r["job"]["fast_path_chunks"], 2) << r;
     join_all(kWorkers);
     // Rank 2 does two rounds and is gone; the others do six.
-    WorkerRun run = worker_run(kJob, kWorkers, kChunks, kRounds, "239.77.0.7");
+    WorkerRun run = worker_run(kJob, kWorkers, kChunks, kRounds, "239.77.0.7", key_);
     std::vector<std::unique_ptr<Process>> procs;
     for (unsigned rank = 0; rank < kWorkers; rank++) {
         WorkerRun mine = run;
@@ -394,33 +401,39 @@ TEST_F(DaemonIntegration, MemoryMovesBetweenLiveJobsAndEverySumStaysExact)
     // 64 chunks, 16 guaranteed per job: job 7 alone holds all its 48; with job 8 beside it each
     // gets 32, and job 7 grows back when job 8 is deleted. Both moves happen under traffic.
     auto daemon = start_daemon(write_config(topo, 64, 16), "xaggd.log");
+    // Creates job `id`, joins its two workers and returns the job key.
     auto create = [&](uint32_t id, unsigned first_host) {
         json r = control(socket_, {{"op", "create_job"},
                                    {"id", id},
                                    {"workers", 2},
                                    {"gradient_elems", kChunks * XAGG_CHUNK_ELEMS}});
         EXPECT_EQ(r["ok"], true) << r;
-        for (unsigned rank = 0; rank < 2; rank++)
-            EXPECT_EQ(control(socket_, {{"op", "join"},
-                                        {"job", id},
-                                        {"rank", rank},
-                                        {"addr", worker_addr(first_host + rank)},
-                                        {"port", 9872}})["ok"],
-                      true);
+        std::string key;
+        for (unsigned rank = 0; rank < 2; rank++) {
+            json joined = control(socket_, {{"op", "join"},
+                                            {"job", id},
+                                            {"rank", rank},
+                                            {"addr", worker_addr(first_host + rank)},
+                                            {"port", 9872}});
+            EXPECT_EQ(joined["ok"], true) << joined;
+            key = joined.value("key", "");
+        }
+        return key;
     };
     auto fast_chunks = [&](uint32_t id) {
         return control(socket_, {{"op", "show_job"}, {"job", id}})["job"]["fast_path_chunks"];
     };
-    create(7, 0);
+    const std::string key7 = create(7, 0);
     EXPECT_EQ(fast_chunks(7), 48);
     std::filesystem::create_directories(dir_ + "/a");
-    auto a =
-        start_demo_workers(topo, worker_run(7, 2, kChunks, kRoundsA, "239.77.0.7"), dir_ + "/a");
+    auto a = start_demo_workers(topo, worker_run(7, 2, kChunks, kRoundsA, "239.77.0.7", key7),
+                                dir_ + "/a");
     std::this_thread::sleep_for(300ms);
-    create(8, 2);
+    const std::string key8 = create(8, 2);
+    EXPECT_NE(key8, key7) << "each job its own key";
     EXPECT_EQ(fast_chunks(7), 32);
     EXPECT_EQ(fast_chunks(8), 32);
-    WorkerRun run_b = worker_run(8, 2, kChunks, kRoundsB, "239.77.0.8");
+    WorkerRun run_b = worker_run(8, 2, kChunks, kRoundsB, "239.77.0.8", key8);
     run_b.first_host = 2;
     std::filesystem::create_directories(dir_ + "/b");
     auto b = start_demo_workers(topo, run_b, dir_ + "/b");
@@ -478,14 +491,16 @@ TEST_F(DaemonIntegration, HostOnlyNodeServesJobsCreatedOverTcpWithAToken)
     json r = tcp_request(topo, create);
     ASSERT_EQ(r["ok"], true) << r;
     EXPECT_EQ(r["job"]["fast_path_chunks"], 0) << r;  // there is no fast path
-    for (unsigned rank = 0; rank < kWorkers; rank++)
-        EXPECT_EQ(tcp_request(topo, {{"op", "join"},
-                                     {"job", kJob},
-                                     {"rank", rank},
-                                     {"addr", worker_addr(rank)},
-                                     {"port", 9872},
-                                     {"token", kToken}})["ok"],
-                  true);
+    for (unsigned rank = 0; rank < kWorkers; rank++) {
+        json joined = tcp_request(topo, {{"op", "join"},
+                                         {"job", kJob},
+                                         {"rank", rank},
+                                         {"addr", worker_addr(rank)},
+                                         {"port", 9872},
+                                         {"token", kToken}});
+        EXPECT_EQ(joined["ok"], true) << joined;
+        key_ = joined.value("key", "");
+    }
     auto workers = start_workers(topo, kWorkers, kChunks, kRounds);
     // Garbage on the data port and a bad request while the job runs: counted, refused, harmless.
     run_command("ip netns exec " + topo.worker(0) + " bash -c 'for i in 1 2 3; do printf hello " +

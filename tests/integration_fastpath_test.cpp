@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -15,9 +16,11 @@
 #include <vector>
 
 #include "tests/support/demo_worker.hpp"
+#include "tests/support/packet_builder.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/topology.hpp"
 #include "tests/tools/xagg-demo-worker/synthetic.hpp"
+#include "xagg/job_key.hpp"
 #include "xagg/proto.h"
 
 namespace xagg::test {
@@ -28,6 +31,7 @@ using namespace std::chrono_literals;
 constexpr uint32_t kJob = 7;
 constexpr uint16_t kGroupPort = 9872;
 const std::string kGroup = "239.77.0.7";
+const std::string kKey = "3c6ef372fe94f82b";  // the job key given to xagg-fastpath and workers
 
 uint64_t json_number(const std::string &json, const std::string &key)
 {
@@ -66,6 +70,26 @@ void send_udp(const std::string &ns, const std::string &addr, uint16_t port, con
     });
 }
 
+// Sends `frame`'s IPv4 packet from namespace `ns` through a raw socket, so its source address and
+// port are whatever the frame says: what a host on the segment can forge without any privilege
+// on the aggregator.
+void send_forged(const std::string &ns, const Frame &frame)
+{
+    const Bytes bytes = frame.build();
+    Topology::in_netns(ns, [&] {
+        int fd = socket(AF_INET, SOCK_RAW, IPPROTO_RAW);
+        sockaddr_in to{};
+        to.sin_family = AF_INET;
+        to.sin_addr.s_addr = htonl(frame.dst_ip);
+        const size_t len = bytes.size() - off::ip;
+        ssize_t n = sendto(fd, bytes.data() + off::ip, len, 0, reinterpret_cast<sockaddr *>(&to),
+                           sizeof(to));
+        close(fd);
+        if (n != static_cast<ssize_t>(len))
+            throw std::runtime_error("raw sendto failed");
+    });
+}
+
 class FastPathIntegration : public ::testing::Test {
 protected:
     void SetUp() override
@@ -90,7 +114,8 @@ protected:
                                          "4096",
                                          "--job",
                                          std::to_string(kJob) + ":" + std::to_string(chunks) + ":" +
-                                             kGroup + ":" + std::to_string(kGroupPort) + delivery,
+                                             kGroup + ":" + std::to_string(kGroupPort) + ":" +
+                                             kKey + delivery,
                                          "--ready-file",
                                          dir_ + "/ready",
                                          "--stats-file",
@@ -108,7 +133,8 @@ protected:
     std::vector<std::unique_ptr<Process>> start_workers(const Topology &topo, unsigned workers,
                                                         uint32_t chunks, uint32_t rounds)
     {
-        return start_demo_workers(topo, worker_run(kJob, workers, chunks, rounds, kGroup), dir_);
+        return start_demo_workers(topo, worker_run(kJob, workers, chunks, rounds, kGroup, kKey),
+                                  dir_);
     }
 
     // Every worker exits cleanly having verified every result and all saw the same sums.
@@ -166,7 +192,8 @@ TEST_F(FastPathIntegration, WorkersReceiveTheBitExactSumInNativeMode)
     expect_exact_results(workers, kWorkers, kChunks, kRounds);
 
     char buf[64] = {};
-    std::this_thread::sleep_for(100ms);
+    pollfd ready{listener, POLLIN, 0};
+    EXPECT_EQ(poll(&ready, 1, 10000), 1) << "the kernel stack never delivered the datagram";
     EXPECT_EQ(recv(listener, buf, sizeof(buf), 0), static_cast<ssize_t>(sizeof(hello)));
     EXPECT_STREQ(buf, hello);
     close(listener);
@@ -201,6 +228,49 @@ TEST_F(FastPathIntegration, UnicastFanoutDeliversTheBitExactSumToEveryWorker)
     // Detaching removed the TC program as well.
     tc = run_command("tc -n " + topo.agg() + " filter show dev eth0 ingress");
     EXPECT_EQ(tc.find("xagg_fanout"), std::string::npos) << tc;
+}
+
+// A host on the same bridge that never joined forges rank 0's address and source port and sends
+// contributions for every rank, with no key, a wrong key, or the key one bit off. Had any been
+// added, rank 0's real contribution would be refused as a duplicate and the sums would be wrong.
+TEST_F(FastPathIntegration, AHostThatNeverJoinedCannotContributeUnderAMembersAddress)
+{
+    constexpr unsigned kWorkers = 3;
+    constexpr uint32_t kChunks = 64, kRounds = 4;
+    Topology topo("k", kWorkers + 1);  // the last worker namespace is the intruder's
+    const std::string intruder = topo.worker(kWorkers);
+    auto fastpath = start_fastpath(topo, kWorkers, kChunks);
+    // The aggregator's MAC, known in advance, so that no forged packet waits in (or is dropped
+    // from) the neighbour queue: every one of them must reach the fast path.
+    std::string agg_mac =
+        run_command("ip netns exec " + topo.agg() + " cat /sys/class/net/eth0/address");
+    agg_mac.erase(agg_mac.find_last_not_of('\n') + 1);
+    std::string neigh = run_command("ip -n " + intruder + " neigh replace " + kAggAddr +
+                                    " lladdr " + agg_mac + " dev eth0 nud permanent");
+    ASSERT_EQ(neigh, "") << neigh;
+    const uint64_t key = *parse_job_key(kKey);
+    uint64_t forged = 0;
+    for (uint64_t wrong : {uint64_t{0}, key ^ 1, key ^ (uint64_t{1} << 63), ~key})
+        for (uint32_t rank = 0; rank < kWorkers; rank++)
+            for (uint32_t chunk = 0; chunk < 4; chunk++) {
+                Frame f;
+                f.src_ip = ip4(worker_addr(rank).c_str());
+                f.dst_ip = ip4(kAggAddr.c_str());
+                f.src_port = kGroupPort;
+                f.rank = static_cast<uint16_t>(rank);
+                f.job = kJob;
+                f.chunk = chunk;
+                f.key = wrong;
+                f.values.assign(XAGG_CHUNK_ELEMS, 1 << 20);
+                send_forged(intruder, f);
+                forged++;
+            }
+    auto workers = start_workers(topo, kWorkers, kChunks, kRounds);
+    expect_exact_results(workers, kWorkers, kChunks, kRounds);
+    std::string s = stop(*fastpath);
+    EXPECT_EQ(json_number(s, "drop_bad_key"), forged) << s;
+    EXPECT_EQ(json_number(s, "completed"), uint64_t{kRounds} * kChunks) << s;
+    EXPECT_EQ(json_number(s, "aggregated"), uint64_t{kRounds} * kChunks * (kWorkers - 1)) << s;
 }
 
 TEST_F(FastPathIntegration, LossOnEveryWorkerLinkStillGivesExactSums)

@@ -106,16 +106,20 @@ TEST_F(XaggctlIntegration, EverySubcommandShowsWhatTheDaemonHoldsAfterRealTraffi
     EXPECT_EQ(line_starting(created.out, "memory"),
               "memory    96 chunks on the fast path (slots 0-95), 32 on the host path; weight 1.0");
     EXPECT_EQ(line_starting(created.out, "progress"), "progress  no contribution yet");
+    std::string key;
     for (unsigned rank = 0; rank < kWorkers; rank++) {
         Result joined =
             ctl("worker join 7 " + std::to_string(rank) + " " + worker_addr(rank) + " 9872");
         EXPECT_EQ(joined.code, 0) << joined.out;
+        const std::string key_line = line_starting(joined.out, "job key ");
+        ASSERT_EQ(key_line.size(), 8u + 16u) << joined.out;
+        key = key_line.substr(8);
         EXPECT_EQ(joined.out, "rank " + std::to_string(rank) + " of job 7 joined from " +
-                                  worker_addr(rank) + ":9872\n");
+                                  worker_addr(rank) + ":9872\njob key " + key + "\n");
     }
 
-    auto workers =
-        start_demo_workers(topo, worker_run(kJob, kWorkers, kChunks, kRounds, "239.77.0.7"), dir_);
+    auto workers = start_demo_workers(
+        topo, worker_run(kJob, kWorkers, kChunks, kRounds, "239.77.0.7", key), dir_);
     // While they run: rates, not only totals. (Sampled once traffic has started: the workers
     // take a moment to start, longer under the sanitizers.)
     // Every worker is sending once chunks complete (one alone only gets retransmissions in).

@@ -80,6 +80,8 @@ std::vector<ExampleFrame> read_examples(const std::string &path)
 
 // The setup every example assumes (PROTOCOL.md, "Example frames").
 constexpr uint32_t kJob = 7, kTag = 7;
+// The job key PROTOCOL.md's example frames carry.
+constexpr uint64_t kKey = 0x5ec2e79a41b03d16;
 constexpr uint16_t kGroupPort = 9872;
 
 enum xagg_counter counter_named(const std::string &name)
@@ -106,6 +108,7 @@ protected:
         spec.members = 0b11;
         spec.region_chunks = 4;
         spec.tag = kTag;
+        spec.key = kKey;
         spec.group.s_addr = htonl(ip4("239.1.0.7"));
         spec.group_port = kGroupPort;
         fast_->put_job(spec);
@@ -119,6 +122,7 @@ protected:
         job.workers = 2;
         job.chunks = 4;
         job.tag = kTag;
+        job.key = kKey;
         job.group = spec.group;
         job.group_port = kGroupPort;
         job.members[0] = {0, in_addr{htonl(ip4("10.0.0.1"))}, 5000};

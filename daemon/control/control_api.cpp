@@ -376,7 +376,7 @@ json ControlApi::join(const json &r)
         if (stragglers_)
             stragglers_->pardon(id, rank);
     }
-    return api::JoinReply{describe(id, Progress::omitted), xagg_port_};
+    return api::JoinReply{describe(id, Progress::omitted), xagg_port_, jobs_.find(id)->key};
 }
 
 json ControlApi::leave(const json &r)

@@ -15,6 +15,7 @@ JobSpec job_spec(const Job &job)
     spec.group = job.group;
     spec.group_port = job.group_port;
     spec.tag = job.tag;
+    spec.key = job.key;
     return spec;
 }
 

@@ -266,7 +266,7 @@ enum xagg_counter HostPs::handle(const Jobs &jobs, std::span<const uint8_t> data
     if (served)
         if (auto m = served->members.find(rank); m != served->members.end())
             member = &m->second;
-    if (auto refused = xagg_check_sender(served ? &served->entry : nullptr, member, rank,
+    if (auto refused = xagg_check_sender(served ? &served->entry : nullptr, member, rank, h.key,
                                          from.sin_addr.s_addr, from.sin_port);
         refused != XAGG_ACCEPT)
         return outcome(refused);

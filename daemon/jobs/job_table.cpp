@@ -46,6 +46,16 @@ uint32_t new_tag()
     return tag;
 }
 
+uint64_t new_key()
+{
+    static std::random_device source;  // getrandom(2): the key is a secret, not a seed
+    uint64_t key;
+    do
+        key = uint64_t{source()} << 32 | source();
+    while (key == 0);
+    return key;
+}
+
 std::vector<uint32_t> rank_list(uint64_t bitmap)
 {
     std::vector<uint32_t> out;
@@ -165,6 +175,7 @@ const Job &JobTable::create(const JobRequest &r)
     job.iterations = r.iterations;
     job.arrival = next_arrival_++;
     job.tag = new_tag();
+    job.key = new_key();
     job.host_path = r.host_path;
     job.fanout = r.fanout;
     job.group.s_addr = htonl(ntohl(group_base_.s_addr) + id);

@@ -54,6 +54,7 @@ struct Job {
     uint64_t iterations = 0;  // 0: not said
     uint64_t arrival = 0;     // creation order, for the policies that care
     uint32_t tag = 0;         // owner tag of its slots (xagg_job.tag): random, fresh per job
+    uint64_t key = 0;  // the secret every contribution carries (xagg_job.key): random, never 0
     bool host_path = false;
     bool fanout = false;
     in_addr group{};
@@ -121,6 +122,8 @@ private:
 const char *to_string(StragglerPolicy p);
 // A fresh slot owner tag: random (getrandom), never XAGG_TAG_NONE.
 uint32_t new_tag();
+// A fresh job key: 64 random bits (getrandom), never zero (a zero key is a result's).
+uint64_t new_key();
 // An IPv4 address in dotted form, and back (throws std::invalid_argument).
 std::string ipv4_string(in_addr a);
 in_addr parse_ipv4(const std::string &s);

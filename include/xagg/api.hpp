@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "xagg/defaults.h"
+#include "xagg/job_key.hpp"
 #include "xagg/proto.h"
 
 namespace xagg::api {
@@ -227,6 +228,7 @@ struct JobReply {  // create_job, show_job, evict
 struct JoinReply {
     Job job;
     uint16_t aggregator_port = XAGG_DEFAULT_PORT;  // where the job's chunks go
+    uint64_t key = 0;  // the job key every contribution carries (only a join hands it out)
 };
 
 struct JobList {  // list_jobs
@@ -365,12 +367,18 @@ inline void from_json(const nlohmann::json &j, JobReply &r)
 
 inline void to_json(nlohmann::json &j, const JoinReply &r)
 {
-    j = {{"job", r.job}, {"aggregator", {{"port", r.aggregator_port}}}};
+    j = {{"job", r.job},
+         {"aggregator", {{"port", r.aggregator_port}}},
+         {"key", job_key_text(r.key)}};
 }
 inline void from_json(const nlohmann::json &j, JoinReply &r)
 {
     j.at("job").get_to(r.job);
     j.at("aggregator").at("port").get_to(r.aggregator_port);
+    const auto key = parse_job_key(j.at("key").get<std::string>());
+    if (!key)
+        throw nlohmann::json::type_error::create(302, "key is not 16 hex digits", &j);
+    r.key = *key;
 }
 
 inline void to_json(nlohmann::json &j, const JobList &r)

@@ -39,7 +39,7 @@
 
 /*
  * The datagram: `len` is the UDP payload's length as the UDP header states it, and `hdr` points
- * at its first bytes (readable whenever len >= sizeof(*hdr); not read otherwise). A version-2
+ * at its first bytes (readable whenever len >= sizeof(*hdr); not read otherwise). A version-3
  * contribution is exactly one header and XAGG_CHUNK_ELEMS values, with no flag a worker may not
  * set. Checked in this order; the first that fails names the counter.
  */
@@ -60,17 +60,21 @@ static XAGG_INLINE enum xagg_counter xagg_check_datagram(const struct xagg_hdr *
 }
 
 /*
- * The sender: the job must exist (`job` is its entry, NULL if none) and the rank be one of its
- * members (`member` is the entry for (job, rank), NULL if none), sending from that member's
- * registered address and port (`saddr`, `sport` as on the wire). A rank evicted from the job's
- * bitmap is no longer a member even while its entry stays.
+ * The sender: the job must exist (`job` is its entry, NULL if none), the datagram carry the
+ * job's key (`key` as on the wire), and the rank be one of its members (`member` is the entry
+ * for (job, rank), NULL if none), sending from that member's registered address and port
+ * (`saddr`, `sport` as on the wire). The key comes before membership so that a frame from a
+ * host that never joined is counted as what it is, whatever address it forges. A rank evicted
+ * from the job's bitmap is no longer a member even while its entry stays.
  */
 static XAGG_INLINE enum xagg_counter xagg_check_sender(const struct xagg_job *job,
                                                        const struct xagg_member *member, __u32 rank,
-                                                       __be32 saddr, __be16 sport)
+                                                       __be64 key, __be32 saddr, __be16 sport)
 {
     if (!job)
         return XAGG_CNT_DROP_UNKNOWN_JOB;
+    if (key != job->key)
+        return XAGG_CNT_DROP_BAD_KEY;
     if (!member || rank >= XAGG_MAX_WORKERS || member->addr != saddr || member->port != sport)
         return XAGG_CNT_DROP_NOT_MEMBER;
     if (!(job->members & (1ull << rank)))
@@ -109,12 +113,14 @@ static XAGG_INLINE enum xagg_counter xagg_verdict_counter(enum xagg_slot_verdict
 }
 
 /* A contribution's header turned, in place, into its result's: RESULT set (with `extra_flags`:
- * RESENT, FALLBACK), the aggregator's rank, and the bitmap of the ranks summed. */
+ * RESENT, FALLBACK), the aggregator's rank, the bitmap of the ranks summed, and the key zeroed:
+ * results are multicast, and whoever can read them need not learn the key from them. */
 static XAGG_INLINE void xagg_make_result_hdr(struct xagg_hdr *hdr, __u64 seen, __u8 extra_flags)
 {
     hdr->flags = XAGG_F_RESULT | extra_flags;
     hdr->rank = XAGG_WIRE16(XAGG_RANK_AGGREGATOR);
     hdr->contrib = XAGG_WIRE64(seen);
+    hdr->key = 0;
 }
 
 #endif /* XAGG_CHECK_H */

@@ -38,6 +38,9 @@ struct Aggregator {
     ControlTls tls;            // how control_host is secured: TLS unless tls.plaintext
     std::string address;       // IPv4 of its aggregating NIC: contributions go there
     uint32_t job = 0;          // the job on that aggregator
+    // The job's key (16 hex digits) when ClientOptions::join is off: as `xaggctl worker join`
+    // printed it. A worker that joins itself gets it from the join and ignores this.
+    std::string key;
     // Share of every tensor's chunks this aggregator gets, relative to the others. Every
     // worker must give the same aggregators, in the same order, with the same weights.
     double weight = 1;

@@ -10,8 +10,8 @@
 
 /*
  * Outcome counters, one per-CPU array entry each. Every packet the XDP program sees increments
- * exactly one of those up to XAGG_CNT_COMPLETED_FANOUT or XAGG_CNT_DROP_BAD_IP_CHECKSUM, so their
- * sum is the number of packets processed; the two FANOUT_ ones count the TC fan-out's copies.
+ * exactly one of these, so their sum is the number of packets processed, except the two FANOUT_
+ * ones, which count the TC fan-out's copies.
  */
 enum xagg_counter {
     XAGG_CNT_PASS_FOREIGN = 0,   /* not xagg traffic: passed untouched */
@@ -41,6 +41,8 @@ enum xagg_counter {
      * the host path's socket sees it). Last so that the indices above keep their meaning across
      * an upgrade that takes over pinned maps. */
     XAGG_CNT_DROP_BAD_IP_CHECKSUM, /* IPv4 header checksum wrong: the header is not trusted */
+    /* Both paths again (appended for the same reason). */
+    XAGG_CNT_DROP_BAD_KEY, /* the job exists, but the contribution does not carry its key */
     XAGG_CNT_MAX,
 };
 

@@ -22,9 +22,9 @@ inline constexpr std::array<std::string_view, XAGG_CNT_MAX> kCounterNames = {
     "drop_unknown_job", "drop_not_member",   "pass_host_job",        "pass_host_overflow",
     "aggregated",       "completed",         "drop_duplicate",       "resent",
     "drop_stale_round", "drop_bad_exponent", "drop_moving",          "completed_fanout",
-    "fanout_copies",    "fanout_failed",     "drop_bad_ip_checksum",
+    "fanout_copies",    "fanout_failed",     "drop_bad_ip_checksum", "drop_bad_key",
 };
-static_assert(XAGG_CNT_DROP_BAD_IP_CHECKSUM == 22 && XAGG_CNT_MAX == 23,
+static_assert(XAGG_CNT_DROP_BAD_KEY == 23 && XAGG_CNT_MAX == 24,
               "a counter was added or moved: name it in kCounterNames, in enum order");
 
 // Name of a counter, e.g. "drop_bad_magic".

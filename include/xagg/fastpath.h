@@ -44,6 +44,12 @@ struct xagg_job {
      * previous owner left in the memory (another job, this id's previous job, this job's own
      * chunks before its region moved) is never mistaken for it: a new job needs no clearing. */
     __u32 tag;
+    __u32 reserved2;
+    /* The job's key as it sits in a contribution's header (wire order, compared without a
+     * swap): a random secret, never zero, fresh for every job created and handed to members at
+     * join. A frame without it is not added, whatever address it claims (docs/PROTOCOL.md, "The
+     * job key"). */
+    __be64 key;
 };
 
 /* Key of the `members` hash map. */

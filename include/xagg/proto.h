@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * xagg wire protocol, version 2: the one definition used by the XDP program, the daemon and the
+ * xagg wire protocol, version 3: the one definition used by the XDP program, the daemon and the
  * client. docs/PROTOCOL.md is the prose specification of everything here.
  *
  * Byte order: every header field wider than a byte is big-endian (network order). The payload is
@@ -25,8 +25,9 @@
 
 /* "XAGG" in ASCII; read as a big-endian u32. */
 #define XAGG_MAGIC 0x58414747u
-/* Version 2 carries 768 values per chunk (version 1 carried 256 in 1098-byte frames). */
-#define XAGG_VERSION 2
+/* Version 3 adds the job key to the header (version 2 had none; version 1 carried 256 values
+ * per chunk). */
+#define XAGG_VERSION 3
 
 /* Default UDP port of the aggregator; the daemon can load the program with another. */
 #define XAGG_DEFAULT_PORT 9871
@@ -38,7 +39,7 @@
  *
  * Why 768: the cost that limits an all-reduce is per packet (the workers' UDP send and receive
  * path, the aggregator's parse and lock), not per byte, so a chunk should be as large as one
- * frame can be. 768 x 4 bytes + headers = a 3146-byte frame, the largest round size that still
+ * frame can be. 768 x 4 bytes + headers = a 3154-byte frame, the largest round size that still
  * fits the linear (single-buffer) XDP frame every native-XDP driver gives a program: about
  * 3.5 KB of a 4 KiB page after headroom and skb_shared_info. Measured on veth, 4 workers, 64 MiB:
  * 0.66 s per all-reduce with 256-value chunks, 0.33 s with 768 (bench/run, see its README).
@@ -95,19 +96,21 @@ struct xagg_hdr {
     __s8 exponent;  /* block exponent: value = int32 * 2^exponent; all ranks must agree */
     __u8 reserved;  /* zero */
     __be64 contrib; /* results: bitmap of the ranks summed (bit r = rank r); zero otherwise */
+    __be64 key;     /* contributions: the job's key, handed out at join; zero on results */
 };
 
 /* Every field sits at its natural alignment, so the struct has no padding and needs no packing
  * attribute (packing would make clang emit byte-by-byte loads in the BPF program). */
-XAGG_STATIC_ASSERT(sizeof(struct xagg_hdr) == 32, "xagg header is 32 bytes on the wire");
+XAGG_STATIC_ASSERT(sizeof(struct xagg_hdr) == 40, "xagg header is 40 bytes on the wire");
 XAGG_STATIC_ASSERT(__builtin_offsetof(struct xagg_hdr, job_id) == 8, "job_id at offset 8");
 XAGG_STATIC_ASSERT(__builtin_offsetof(struct xagg_hdr, nelem) == 20, "nelem at offset 20");
 XAGG_STATIC_ASSERT(__builtin_offsetof(struct xagg_hdr, contrib) == 24, "contrib at offset 24");
+XAGG_STATIC_ASSERT(__builtin_offsetof(struct xagg_hdr, key) == 32, "key at offset 32");
 
-/* Ethernet (14) + IPv4 without options (20) + UDP (8) + xagg header (32) + payload. */
-#define XAGG_FRAME_HDR_BYTES (14 + 20 + 8 + 32)
+/* Ethernet (14) + IPv4 without options (20) + UDP (8) + xagg header (40) + payload. */
+#define XAGG_FRAME_HDR_BYTES (14 + 20 + 8 + 40)
 #define XAGG_FRAME_BYTES (XAGG_FRAME_HDR_BYTES + XAGG_CHUNK_BYTES)
-/* The IP MTU a chunk's frame needs on every link between a worker and its aggregator (3132). */
+/* The IP MTU a chunk's frame needs on every link between a worker and its aggregator (3140). */
 #define XAGG_MIN_MTU (XAGG_FRAME_BYTES - 14)
 
 #endif /* XAGG_PROTO_H */

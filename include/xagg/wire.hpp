@@ -26,6 +26,7 @@ struct Header {
     uint16_t nelem = XAGG_CHUNK_ELEMS;
     int8_t exponent = 0;
     uint64_t contrib = 0;
+    uint64_t key = 0;  // contributions: the job key (zero on results)
 };
 
 inline constexpr size_t kHeaderBytes = sizeof(xagg_hdr);
@@ -51,6 +52,7 @@ inline size_t encode(const Header &h, std::span<const int32_t> values, std::span
     raw.nelem = htobe16(h.nelem);
     raw.exponent = h.exponent;
     raw.contrib = htobe64(h.contrib);
+    raw.key = htobe64(h.key);
     std::memcpy(out.data(), &raw, sizeof(raw));
     uint8_t *p = out.data() + sizeof(raw);
     for (int32_t v : values) {
@@ -80,6 +82,7 @@ inline std::optional<Header> decode(std::span<const uint8_t> in)
     h.nelem = be16toh(raw.nelem);
     h.exponent = raw.exponent;
     h.contrib = be64toh(raw.contrib);
+    h.key = be64toh(raw.key);
     if (in.size() != kHeaderBytes + size_t{h.nelem} * 4)
         return std::nullopt;
     return h;

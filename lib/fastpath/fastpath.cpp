@@ -2,6 +2,7 @@
 #include "lib/fastpath/fastpath.hpp"
 
 #include <bpf/bpf.h>
+#include <endian.h>
 #include <bpf/libbpf.h>
 #include <linux/if_link.h>
 #include <net/if.h>
@@ -56,6 +57,7 @@ xagg_job job_value(const JobSpec &job)
     value.group_addr = job.group.s_addr;
     value.group_port = htons(job.group_port);
     value.tag = job.tag;
+    value.key = htobe64(job.key);
     return value;
 }
 

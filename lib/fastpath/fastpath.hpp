@@ -47,6 +47,7 @@ struct JobSpec {
     uint32_t region_base = 0;    // first chunk of its region
     uint32_t region_chunks = 0;  // chunks held on the fast path
     uint32_t tag = 0;            // owner tag of its slots (xagg_job.tag); never XAGG_TAG_NONE
+    uint64_t key = 0;            // the job key (host order; xagg_job.key is wire order)
     bool host_path = false;      // everything to the host-side parameter server
     bool fanout = false;         // results by one unicast copy per member, not multicast
     in_addr group{};             // multicast group of results

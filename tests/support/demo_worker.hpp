@@ -17,6 +17,7 @@ struct WorkerRun {
     uint32_t chunks = 0;
     uint32_t rounds = 0;
     std::string group;
+    std::string key;  // the job key, 16 hex digits (a join reply's "key")
     uint16_t group_port = 9872;
     uint32_t timeout_ms = 20;
     uint32_t max_retries = 500;
@@ -25,7 +26,7 @@ struct WorkerRun {
 };
 
 inline WorkerRun worker_run(uint32_t job, unsigned workers, uint32_t chunks, uint32_t rounds,
-                            const std::string &group)
+                            const std::string &group, const std::string &key)
 {
     WorkerRun run;
     run.job = job;
@@ -33,6 +34,7 @@ inline WorkerRun worker_run(uint32_t job, unsigned workers, uint32_t chunks, uin
     run.chunks = chunks;
     run.rounds = rounds;
     run.group = group;
+    run.key = key;
     return run;
 }
 
@@ -54,6 +56,8 @@ inline std::unique_ptr<Process> start_demo_worker(const Topology &topo, const Wo
                                  std::to_string(run.group_port),
                                  "--job",
                                  std::to_string(run.job),
+                                 "--key",
+                                 run.key,
                                  "--rank",
                                  std::to_string(rank),
                                  "--workers",

@@ -93,6 +93,7 @@ protected:
         job.group.s_addr = htonl(group_of(id));
         job.group_port = kGroupPort;
         job.tag = id;  // each job its own owner tag
+        job.key = test_job_key(id);
         fp_->put_job(job);
         jobs_.push_back({job, workers});
         for (uint32_t r = 0; r < workers; r++) {
@@ -122,6 +123,7 @@ protected:
         r.flags = XAGG_F_RESULT;
         r.rank = XAGG_RANK_AGGREGATOR;
         r.contrib = contrib;
+        r.key = 0;  // results never carry the key
         r.values = sum;
         return r.build();  // build() leaves the UDP checksum 0, as the aggregator sends it
     }
@@ -136,6 +138,7 @@ protected:
         r.flags = XAGG_F_RESULT | XAGG_F_RESENT;
         r.rank = XAGG_RANK_AGGREGATOR;
         r.contrib = contrib;
+        r.key = 0;
         r.values = sum;
         return r.build();
     }
@@ -368,9 +371,9 @@ const BadFrameCase kBadFrames[] = {
      XAGG_CNT_DROP_TRUNCATED, XAGG_CNT_DROP_TRUNCATED},
     {"short_datagram_in_padded_frame", [] { return padded(datagram_of_length(20), 40); }, XDP_DROP,
      XAGG_CNT_DROP_TRUNCATED, XAGG_CNT_DROP_TRUNCATED},
-    {"header_only", [] { return datagram_of_length(32); }, XDP_DROP, XAGG_CNT_DROP_BAD_LENGTH,
+    {"header_only", [] { return datagram_of_length(40); }, XDP_DROP, XAGG_CNT_DROP_BAD_LENGTH,
      XAGG_CNT_DROP_BAD_LENGTH},
-    {"payload_one_value_short", [] { return datagram_of_length(32 + XAGG_CHUNK_BYTES - 4); },
+    {"payload_one_value_short", [] { return datagram_of_length(40 + XAGG_CHUNK_BYTES - 4); },
      XDP_DROP, XAGG_CNT_DROP_BAD_LENGTH, XAGG_CNT_DROP_BAD_LENGTH},
     {"bad_magic", [] { return a0_with([](Frame &f) { f.magic = 0x58414748; }); }, XDP_DROP,
      XAGG_CNT_DROP_BAD_MAGIC, XAGG_CNT_DROP_BAD_MAGIC},
@@ -399,6 +402,26 @@ const BadFrameCase kBadFrames[] = {
     // Membership and isolation.
     {"unknown_job", [] { return a0_with([](Frame &f) { f.job = 99; }); }, XDP_DROP,
      XAGG_CNT_DROP_UNKNOWN_JOB, XAGG_CNT_DROP_UNKNOWN_JOB},
+    // The job key (PROTOCOL.md, "The job key"): checked before membership, so a host that
+    // forges a member's address and port but never joined is counted as lacking the key.
+    {"no_key", [] { return a0_with([](Frame &f) { f.key = 0; }); }, XDP_DROP, XAGG_CNT_DROP_BAD_KEY,
+     XAGG_CNT_DROP_BAD_KEY},
+    {"key_one_bit_off",
+     [] { return a0_with([](Frame &f) { f.key = test_job_key(kJobA) ^ (1ull << 63); }); }, XDP_DROP,
+     XAGG_CNT_DROP_BAD_KEY, XAGG_CNT_DROP_BAD_KEY},
+    {"key_byte_swapped",
+     [] { return a0_with([](Frame &f) { f.key = __builtin_bswap64(test_job_key(kJobA)); }); },
+     XDP_DROP, XAGG_CNT_DROP_BAD_KEY, XAGG_CNT_DROP_BAD_KEY},
+    {"another_jobs_key", [] { return a0_with([](Frame &f) { f.key = test_job_key(kJobB); }); },
+     XDP_DROP, XAGG_CNT_DROP_BAD_KEY, XAGG_CNT_DROP_BAD_KEY},
+    {"member_of_job_b_with_its_key_claims_job_a",
+     [] {
+         auto f = contribution(kJobB, 0, 0, 0);
+         f.key = test_job_key(kJobB);
+         f.job = kJobA;
+         return f.build();
+     },
+     XDP_DROP, XAGG_CNT_DROP_BAD_KEY, XAGG_CNT_DROP_BAD_KEY},
     {"wrong_source_address", [] { return a0_with([](Frame &f) { f.src_ip += 50; }); }, XDP_DROP,
      XAGG_CNT_DROP_NOT_MEMBER, XAGG_CNT_DROP_NOT_MEMBER},
     {"wrong_source_port", [] { return a0_with([](Frame &f) { f.src_port = 5999; }); }, XDP_DROP,

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,7 +33,7 @@ inline constexpr size_t ip = 14, ip_tot_len = 16, ip_frag = 20, ip_ttl = 22, ip_
 inline constexpr size_t udp = 34, udp_sport = 34, udp_dport = 36, udp_len = 38, udp_csum = 40;
 inline constexpr size_t x = 42, x_magic = 42, x_version = 46, x_flags = 47, x_rank = 48, x_job = 50,
                         x_round = 54, x_chunk = 58, x_nelem = 62, x_exp = 64, x_reserved = 65,
-                        x_contrib = 66, payload = 74;
+                        x_contrib = 66, x_key = 74, payload = 82;
 }  // namespace off
 
 inline void put_be16(Bytes &b, size_t at, uint16_t v)
@@ -78,6 +79,12 @@ inline uint16_t ipv4_checksum(const Bytes &b, size_t at)
     return static_cast<uint16_t>(~sum);
 }
 
+// The key the test fixtures give job `job` (any non-zero 64 bits would do; distinct per job).
+inline constexpr uint64_t test_job_key(uint32_t job)
+{
+    return 0x5ec2e79a41b03d16ull ^ (uint64_t{job} * 0x9e3779b97f4a7c15ull);
+}
+
 struct Frame {
     Mac src_mac{0x02, 0, 0, 0, 0, 0x01};
     Mac dst_mac{0x02, 0, 0, 0, 0, 0xaa};
@@ -96,11 +103,12 @@ struct Frame {
     uint16_t nelem = XAGG_CHUNK_ELEMS;
     int8_t exponent = 0;
     uint64_t contrib = 0;
+    std::optional<uint64_t> key;  // unset: test_job_key(job), the fixtures' key of the job
     std::vector<int32_t> values = std::vector<int32_t>(XAGG_CHUNK_ELEMS, 0);
 
     Bytes build() const
     {
-        size_t udp_len = 8 + 32 + 4 * values.size();
+        size_t udp_len = 8 + 40 + 4 * values.size();
         Bytes b(14 + 20 + udp_len, 0);
         std::copy(dst_mac.begin(), dst_mac.end(), b.begin() + off::eth_dst);
         std::copy(src_mac.begin(), src_mac.end(), b.begin() + off::eth_src);
@@ -125,6 +133,7 @@ struct Frame {
         put_be16(b, off::x_nelem, nelem);
         b[off::x_exp] = static_cast<uint8_t>(exponent);
         put_be64(b, off::x_contrib, contrib);
+        put_be64(b, off::x_key, key ? *key : test_job_key(job));
         for (size_t i = 0; i < values.size(); i++)
             put_le32(b, off::payload + 4 * i, values[i]);
         return b;

@@ -40,7 +40,7 @@ struct Options {
 };
 
 // --aggregator address=10.0.0.5,job=7[,socket=PATH][,host=HOST:PORT][,token-file=F][,ca=F]
-//     [,cert=F][,key=F][,plaintext=true][,weight=W]
+//     [,cert=F][,key=F][,plaintext=true][,weight=W][,job-key=HEX]
 xagg::Aggregator parse_aggregator(const std::string &spec)
 {
     xagg::Aggregator a;
@@ -71,6 +71,8 @@ xagg::Aggregator parse_aggregator(const std::string &spec)
             a.tls.plaintext = v == "1" || v == "true";
         else if (k == "weight")
             a.weight = std::stod(v);
+        else if (k == "job-key")
+            a.key = v;
         else
             throw CLI::ValidationError("--aggregator", "unknown key '" + k + "'");
     }
@@ -344,10 +346,11 @@ int main(int argc, char **argv)
 {
     Options o;
     CLI::App app("xagg-worker: one worker of an xagg job, through the client library");
-    auto *agg = app.add_option("--aggregator", o.aggregators,
-                               "address=IPV4,job=ID[,socket=PATH][,host=HOST:PORT][,token-file=F]"
-                               "[,ca=F][,cert=F][,key=F][,plaintext=true][,weight=W]; repeat to "
-                               "split tensors across aggregators");
+    auto *agg = app.add_option(
+        "--aggregator", o.aggregators,
+        "address=IPV4,job=ID[,socket=PATH][,host=HOST:PORT][,token-file=F]"
+        "[,ca=F][,cert=F][,key=F][,plaintext=true][,weight=W][,job-key=HEX]; repeat to "
+        "split tensors across aggregators");
     auto *etcd = app.add_option("--etcd", o.etcd,
                                 "http://HOST:PORT of etcd: the aggregators are the placement of "
                                 "--cluster-job, and a node that dies is replaced");

@@ -190,8 +190,10 @@ void add_worker(CLI::App &app, Cli &cli)
             const auto r = client(cli.globals)
                                .call_as<api::JoinReply>(api::Join{a.job, a.rank, a.addr, a.port});
             return print(cli.globals, r, [&] {
+                // The key is what the worker needs to send (ClientOptions join off).
                 return "rank " + std::to_string(a.rank) + " of job " + std::to_string(a.job) +
-                       " joined from " + a.addr + ":" + std::to_string(a.port) + "\n";
+                       " joined from " + a.addr + ":" + std::to_string(a.port) + "\njob key " +
+                       job_key_text(r.key) + "\n";
             });
         };
     });

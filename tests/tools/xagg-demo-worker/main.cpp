@@ -21,6 +21,7 @@
 
 #include "lib/sys/netns.hpp"
 #include "tests/tools/xagg-demo-worker/synthetic.hpp"
+#include "xagg/job_key.hpp"
 #include "xagg/wire.hpp"
 
 namespace {
@@ -33,6 +34,7 @@ struct Options {
     uint32_t job = 1, rank = 0, workers = 1, chunks = 64, rounds = 1, window = 64;
     uint32_t timeout_ms = 50, max_retries = 100;
     uint64_t seed = 1;
+    uint64_t key = 0;  // the job key (from the join reply, or xagg-fastpath --job)
     bool json = false;
 };
 
@@ -118,6 +120,7 @@ private:
         h.job_id = o_.job;
         h.round = round;
         h.chunk = chunk;
+        h.key = o_.key;
         uint8_t buf[xagg::wire::kDatagramBytes];
         size_t len = xagg::wire::encode(h, {&mine_[index(round, chunk)], XAGG_CHUNK_ELEMS}, buf);
         // A full socket buffer is loss like any other: the retransmission timer recovers it.
@@ -260,6 +263,9 @@ int main(int argc, char **argv)
     app.add_option("--group-port", o.group_port, "Results port; also this worker's source port")
         ->default_val(o.group_port);
     app.add_option("--job", o.job, "Job id")->default_val(o.job);
+    std::string key_text;
+    app.add_option("--key", key_text, "The job key, 16 hex digits (from the join reply)")
+        ->required();
     app.add_option("--rank", o.rank, "This worker's rank")->default_val(o.rank);
     app.add_option("--workers", o.workers, "Number of workers in the job")
         ->default_val(o.workers)
@@ -278,6 +284,13 @@ int main(int argc, char **argv)
     app.add_option("--seed", o.seed, "Seed of the synthetic gradients")->default_val(o.seed);
     app.add_flag("--json", o.json, "Print the summary as one JSON object");
     CLI11_PARSE(app, argc, argv);
+    if (const auto key = xagg::parse_job_key(key_text)) {
+        o.key = *key;
+    } else {
+        std::fprintf(stderr, "error: --key %s is not 16 hex digits, not all zero\n",
+                     key_text.c_str());
+        return 1;
+    }
     if (o.rank >= o.workers) {
         std::fprintf(stderr, "error: --rank must be below --workers\n");
         return 1;

@@ -18,6 +18,7 @@
 
 #include "lib/fastpath/fastpath.hpp"
 #include "lib/sys/netns.hpp"
+#include "xagg/job_key.hpp"
 
 namespace {
 
@@ -61,13 +62,13 @@ uint16_t to_port(const std::string &s, const std::string &what)
     return static_cast<uint16_t>(v);
 }
 
-// "ID:CHUNKS:GROUP:PORT[:host|:fanout]"
+// "ID:CHUNKS:GROUP:PORT:KEY[:host|:fanout]"
 xagg::JobSpec parse_job(const std::string &text)
 {
     auto p = split(text, ':');
-    if (p.size() != 4 && !(p.size() == 5 && (p[4] == "host" || p[4] == "fanout")))
+    if (p.size() != 5 && !(p.size() == 6 && (p[5] == "host" || p[5] == "fanout")))
         throw std::invalid_argument("--job '" + text +
-                                    "': expected ID:CHUNKS:GROUP:PORT[:host|:fanout]");
+                                    "': expected ID:CHUNKS:GROUP:PORT:KEY[:host|:fanout]");
     xagg::JobSpec job;
     job.id = to_u32(p[0], "job id");
     job.region_chunks = to_u32(p[1], "job chunks");
@@ -75,8 +76,13 @@ xagg::JobSpec parse_job(const std::string &text)
     if (!IN_MULTICAST(ntohl(job.group.s_addr)))
         throw std::invalid_argument("--job '" + text + "': " + p[2] + " is not a multicast group");
     job.group_port = to_port(p[3], "job group port");
-    job.host_path = p.size() == 5 && p[4] == "host";
-    job.fanout = p.size() == 5 && p[4] == "fanout";
+    const auto key = xagg::parse_job_key(p[4]);
+    if (!key)
+        throw std::invalid_argument("--job '" + text + "': key " + p[4] +
+                                    " is not 16 hex digits, not all zero");
+    job.key = *key;
+    job.host_path = p.size() == 6 && p[5] == "host";
+    job.fanout = p.size() == 6 && p[5] == "fanout";
     job.tag = job.id;  // one process owns the maps: the id tells its jobs' slots apart
     return job;
 }
@@ -145,7 +151,7 @@ int main(int argc, char **argv)
         "Attach the xagg XDP fast path to an interface, register jobs and members, report the "
         "outcome counters and detach on SIGINT/SIGTERM.\n\n"
         "Example:\n"
-        "  xagg-fastpath --interface eth0 --job 1:1024:239.1.1.1:9872 \\\n"
+        "  xagg-fastpath --interface eth0 --job 1:1024:239.1.1.1:9872:5ec2e79a41b03d16 \\\n"
         "      --member 1:0:10.0.0.1:9872 --member 1:1:10.0.0.2:9872"};
     std::string ifname, netns, mode = "native", stats_file, ready_file;
     xagg::FastPathConfig config;
@@ -161,7 +167,8 @@ int main(int argc, char **argv)
     app.add_option("--max-jobs", config.max_jobs, "Capacity of the job table")
         ->default_val(config.max_jobs)
         ->check(CLI::Range(1u, 65536u));
-    app.add_option("--job", job_texts, "A job: ID:CHUNKS:GROUP:PORT[:host|:fanout] (repeatable)");
+    app.add_option("--job", job_texts,
+                   "A job: ID:CHUNKS:GROUP:PORT:KEY[:host|:fanout] (repeatable)");
     app.add_option("--member", member_texts, "A member: JOB:RANK:ADDR:PORT (repeatable)");
     app.add_option("--duration", seconds, "Detach after this many seconds (0: on signal only)");
     app.add_option("--stats-interval", interval, "Log counters every this many seconds");
