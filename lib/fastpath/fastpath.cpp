@@ -29,6 +29,61 @@ namespace {
     throw std::system_error(err < 0 ? -err : err, std::generic_category(), what);
 }
 
+// Why the map pinned at `path` cannot be reused for `map` (layout or size), or "" if it can. A
+// map it cannot open is left for libbpf to report.
+std::string pin_mismatch(const std::string &path, const bpf_map *map)
+{
+    int fd = bpf_obj_get(path.c_str());
+    if (fd < 0)
+        return "";
+    bpf_map_info info{};
+    uint32_t len = sizeof(info);
+    int err = bpf_obj_get_info_by_fd(fd, &info, &len);
+    close(fd);
+    if (err)
+        return "";
+    auto differs = [](const char *what, uint32_t pinned, uint32_t wanted) {
+        return what + std::string(" ") + std::to_string(pinned) + " pinned, " +
+               std::to_string(wanted) + " wanted";
+    };
+    if (info.type != static_cast<uint32_t>(bpf_map__type(map)))
+        return differs("type", info.type, bpf_map__type(map));
+    if (info.key_size != bpf_map__key_size(map))
+        return differs("key size", info.key_size, bpf_map__key_size(map));
+    if (info.value_size != bpf_map__value_size(map))
+        return differs("value size", info.value_size, bpf_map__value_size(map));
+    if (info.max_entries != bpf_map__max_entries(map))
+        return differs("entries", info.max_entries, bpf_map__max_entries(map));
+    return "";
+}
+
+// Pins left by a build with another map layout (an upgrade that changed a shared struct) or by a
+// configuration of another size (max_chunks, max_jobs) cannot be reused, and libbpf would refuse
+// to load against them: the daemon would fail at every restart. The maps form one state (slots
+// are tagged with the jobs map's owners), so when any one does not fit, all pins go; the caller
+// then starts with fresh maps and rebuilds the job table from its state file, and sums that were
+// in flight are rebuilt by the workers' retransmissions.
+template <size_t N>
+void remove_incompatible_pins(const std::string &dir, bpf_map *(&maps)[N])
+{
+    std::string why;
+    for (const bpf_map *map : maps) {
+        const std::string path = dir + "/" + bpf_map__name(map);
+        if (std::string m = pin_mismatch(path, map); !m.empty() && why.empty())
+            why = path + ": " + m;
+    }
+    if (why.empty())
+        return;
+    spdlog::warn("the maps pinned in {} do not fit this build or configuration ({}); removing "
+                 "them and starting with fresh maps",
+                 dir, why);
+    for (const bpf_map *map : maps) {
+        const std::string path = dir + "/" + bpf_map__name(map);
+        if (unlink(path.c_str()) != 0 && errno != ENOENT)
+            fail(errno, "removing the unusable pinned map " + path);
+    }
+}
+
 void update(int map_fd, const void *key, const void *value, const std::string &what)
 {
     if (bpf_map_update_elem(map_fd, key, value, BPF_ANY) != 0)
@@ -90,6 +145,7 @@ FastPath::FastPath(const FastPathConfig &config) : config_(config)
     if (!config.pin_dir.empty()) {
         bpf_map *maps[] = {skel_->maps.jobs, skel_->maps.members, skel_->maps.slots,
                            skel_->maps.counters};
+        remove_incompatible_pins(config.pin_dir, maps);
         for (bpf_map *map : maps) {
             std::string path = config.pin_dir + "/" + bpf_map__name(map);
             if (access(path.c_str(), F_OK) == 0)
