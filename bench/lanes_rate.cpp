@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
-// lanes_rate: the add loop's cost per packet, 32-bit adds against 64-bit adds of two packed
-// lanes, by BPF_PROG_TEST_RUN (the kernel times `repeat` runs of each program on the same frame).
-// Prints one JSON line per program: median ns per packet over several trials.
+// lanes_rate: the fast path's per-byte costs per packet (bench/xagg_lanes.bpf.c): the add loop as
+// 32-bit adds or 64-bit adds of two packed lanes, and a UDP checksum pass over the payload, by
+// BPF_PROG_TEST_RUN (the kernel times `repeat` runs of each program on the same frame). Prints
+// one JSON line per program: median ns per packet over several trials.
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
@@ -18,7 +19,7 @@ int main(int argc, char **argv)
 {
     int repeat = 1000000;
     unsigned trials = 5;
-    CLI::App app("lanes_rate: 32-bit adds vs 64-bit packed-lane adds of one packet in XDP");
+    CLI::App app("lanes_rate: per-byte costs of one packet in XDP (adds, packed adds, checksums)");
     app.add_option("--repeat", repeat, "Runs per trial")->capture_default_str();
     app.add_option("--trials", trials, "Trials (the median is reported)")->capture_default_str();
     CLI11_PARSE(app, argc, argv);
@@ -35,7 +36,12 @@ int main(int argc, char **argv)
         bpf_program *prog;
     } progs[] = {{"none", skel->progs.lanes_none},
                  {"u32_adds", skel->progs.lanes_u32},
-                 {"u64_packed_adds", skel->progs.lanes_u64}};
+                 {"u64_packed_adds", skel->progs.lanes_u64},
+                 {"udp_csum_u32_words", skel->progs.csum_u32},
+                 {"udp_csum_u64_words", skel->progs.csum_u64},
+                 {"udp_csum_helper_512", skel->progs.csum_helper_512},
+                 {"udp_csum_u32_then_u32_adds", skel->progs.csum_u32_then_adds},
+                 {"udp_csum_u64_then_u32_adds", skel->progs.csum_u64_then_adds}};
     for (auto &p : progs) {
         std::vector<double> ns;
         for (unsigned t = 0; t < trials; t++) {

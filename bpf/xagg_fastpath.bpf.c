@@ -120,6 +120,12 @@ int xagg_fastpath(struct xdp_md *ctx)
     vals = cursor_take(&c, XAGG_CHUNK_BYTES);
     if (!vals) /* cannot happen after the length checks; the verifier wants it said */
         return count(XAGG_CNT_DROP_TRUNCATED, XDP_DROP);
+    /* Checked once the length is known to be a contribution's, before anything is added: a
+     * payload corrupted between the sender's checksum and here (a switch's or NIC's memory, which
+     * the per-link Ethernet FCS does not cover) is not summed. The host path's kernel drops the
+     * same datagrams. */
+    if (!udp_checksum_ok(ip, udp, sizeof(*udp) + sizeof(*hdr) + XAGG_CHUNK_BYTES, c.end))
+        return count(XAGG_CNT_DROP_BAD_UDP_CHECKSUM, XDP_DROP);
 
     /* The sender: the job must exist, the frame carry its key, and the rank be sent from its
      * registered source. */

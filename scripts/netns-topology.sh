@@ -8,7 +8,7 @@
 # Like a real deployment, every worker reaches the aggregator through its one NIC (eth0 in
 # PREFIX-agg), and the bridge copies the aggregator's multicast results to every port, as a
 # switch does. The bridge side of the aggregator's veth runs a pass-through XDP program, because
-# native XDP_TX on a veth only delivers when its peer has one.
+# native XDP_TX on a veth only delivers when its peer has one. Needs iproute2 and ethtool.
 #
 #   netns-topology.sh up PREFIX WORKERS XDP_PASS_OBJECT
 #   netns-topology.sh detour PREFIX RANK
@@ -52,6 +52,11 @@ up() {
         ip -n "$w" addr add "$(worker_addr $i)/24" dev eth0
         ip -n "$w" link set lo up
         ip -n "$w" link set eth0 up
+        # A real NIC sends complete UDP checksums (it fills them in, or the stack does). A veth
+        # with checksum offload on passes the stack's partial one (the pseudo-header sum only) to
+        # its peer, and the aggregator's XDP program, which verifies checksums, would see every
+        # contribution as corrupted. Off, the worker's kernel computes them, as for a NIC.
+        ip netns exec "$w" ethtool -K eth0 tx off >/dev/null
         ip -n "$w" route add 224.0.0.0/4 dev eth0
         ip -n "$sw" link set "w$i" master br0 up
     done

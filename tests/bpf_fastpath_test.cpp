@@ -263,6 +263,21 @@ TEST_F(FastPathTest, AJobCreatedAgainRefusesTheKeyOfItsPredecessor)
     }
 }
 
+// Workers whose NIC fills in UDP checksums (every real one) are summed like those that send none.
+TEST_F(FastPathTest, ContributionsWithARightUdpChecksumAreSummed)
+{
+    std::vector<int32_t> sum(XAGG_CHUNK_ELEMS, 0);
+    for (uint32_t r = 0; r < 3; r++) {
+        Frame f = contribution(kJobA, r, 0, 2, random_values(70 + r));
+        sum = sum_of({sum, f.values});
+        Result res = expect(with_udp_checksum(f.build()), r < 2 ? XDP_DROP : XDP_TX,
+                            r < 2 ? XAGG_CNT_AGGREGATED : XAGG_CNT_COMPLETED);
+        if (r == 2) {
+            EXPECT_EQ(res.out, multicast_result(f, sum, 0b111));
+        }
+    }
+}
+
 TEST_F(FastPathTest, OneWorkerJobAnswersAtOnce)
 {
     Frame f = contribution(kJobSolo, 0, 0, 0, random_values(9));

@@ -43,6 +43,8 @@ enum xagg_counter {
     XAGG_CNT_DROP_BAD_IP_CHECKSUM, /* IPv4 header checksum wrong: the header is not trusted */
     /* Both paths again (appended for the same reason). */
     XAGG_CNT_DROP_BAD_KEY, /* the job exists, but the contribution does not carry its key */
+    /* Fast path only, like the IPv4 checksum: the kernel drops these before the host path. */
+    XAGG_CNT_DROP_BAD_UDP_CHECKSUM, /* a UDP checksum was sent (non-zero), and it is wrong */
     XAGG_CNT_MAX,
 };
 

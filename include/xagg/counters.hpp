@@ -17,14 +17,33 @@ using Counters = std::array<uint64_t, XAGG_CNT_MAX>;
 // By counter, in enum order: the name in logs, the API's "counters" objects and the metric's
 // `outcome` label (docs/XAGGD.md lists them with their meaning).
 inline constexpr std::array<std::string_view, XAGG_CNT_MAX> kCounterNames = {
-    "pass_foreign",     "drop_truncated",    "drop_ip_options",      "drop_fragment",
-    "drop_bad_magic",   "drop_bad_version",  "drop_bad_length",      "drop_bad_flags",
-    "drop_unknown_job", "drop_not_member",   "pass_host_job",        "pass_host_overflow",
-    "aggregated",       "completed",         "drop_duplicate",       "resent",
-    "drop_stale_round", "drop_bad_exponent", "drop_moving",          "completed_fanout",
-    "fanout_copies",    "fanout_failed",     "drop_bad_ip_checksum", "drop_bad_key",
+    "pass_foreign",
+    "drop_truncated",
+    "drop_ip_options",
+    "drop_fragment",
+    "drop_bad_magic",
+    "drop_bad_version",
+    "drop_bad_length",
+    "drop_bad_flags",
+    "drop_unknown_job",
+    "drop_not_member",
+    "pass_host_job",
+    "pass_host_overflow",
+    "aggregated",
+    "completed",
+    "drop_duplicate",
+    "resent",
+    "drop_stale_round",
+    "drop_bad_exponent",
+    "drop_moving",
+    "completed_fanout",
+    "fanout_copies",
+    "fanout_failed",
+    "drop_bad_ip_checksum",
+    "drop_bad_key",
+    "drop_bad_udp_checksum",
 };
-static_assert(XAGG_CNT_DROP_BAD_KEY == 23 && XAGG_CNT_MAX == 24,
+static_assert(XAGG_CNT_DROP_BAD_UDP_CHECKSUM == 24 && XAGG_CNT_MAX == 25,
               "a counter was added or moved: name it in kCounterNames, in enum order");
 
 // Name of a counter, e.g. "drop_bad_magic".

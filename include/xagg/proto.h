@@ -92,7 +92,7 @@ struct xagg_hdr {
     __be32 job_id;  /* job the chunk belongs to */
     __be32 round;   /* iteration number; rounds of a chunk advance by one, wrapping at 2^32 */
     __be32 chunk;   /* chunk index within the job's gradient */
-    __be16 nelem;   /* number of int32 values that follow: XAGG_CHUNK_ELEMS in version 2 */
+    __be16 nelem;   /* number of int32 values that follow: XAGG_CHUNK_ELEMS in version 3 */
     __s8 exponent;  /* block exponent: value = int32 * 2^exponent; all ranks must agree */
     __u8 reserved;  /* zero */
     __be64 contrib; /* results: bitmap of the ranks summed (bit r = rank r); zero otherwise */

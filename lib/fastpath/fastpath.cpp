@@ -74,9 +74,10 @@ void remove_incompatible_pins(const std::string &dir, bpf_map *(&maps)[N])
     }
     if (why.empty())
         return;
-    spdlog::warn("the maps pinned in {} do not fit this build or configuration ({}); removing "
-                 "them and starting with fresh maps",
-                 dir, why);
+    spdlog::warn(
+        "the maps pinned in {} do not fit this build or configuration ({}); removing "
+        "them and starting with fresh maps",
+        dir, why);
     for (const bpf_map *map : maps) {
         const std::string path = dir + "/" + bpf_map__name(map);
         if (unlink(path.c_str()) != 0 && errno != ENOENT)

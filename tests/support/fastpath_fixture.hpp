@@ -350,6 +350,23 @@ const BadFrameCase kBadFrames[] = {
          return b;
      },
      XDP_DROP, XAGG_CNT_DROP_BAD_IP_CHECKSUM, kIpLayerOnly},
+    // A UDP checksum is checked when one was sent: a payload changed on the way (here one bit),
+    // or a checksum field that is off, is dropped before anything is added. The host path's
+    // kernel drops the same datagrams before its socket.
+    {"udp_checksum_with_a_payload_bit_flipped",
+     [] {
+         auto b = with_udp_checksum(a0());
+         b[off::payload + 1000] ^= 0x10;
+         return b;
+     },
+     XDP_DROP, XAGG_CNT_DROP_BAD_UDP_CHECKSUM, kIpLayerOnly},
+    {"udp_checksum_off_by_one",
+     [] {
+         auto b = with_udp_checksum(a0());
+         b[off::udp + 7] ^= 0x01;
+         return b;
+     },
+     XDP_DROP, XAGG_CNT_DROP_BAD_UDP_CHECKSUM, kIpLayerOnly},
     {"ip_checksum_zero",
      [] {
          auto b = a0();

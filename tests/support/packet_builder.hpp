@@ -79,6 +79,35 @@ inline uint16_t ipv4_checksum(const Bytes &b, size_t at)
     return static_cast<uint16_t>(~sum);
 }
 
+// RFC 768 checksum of the UDP datagram of a frame (IPv4 without options), over the pseudo-header
+// and the datagram with its checksum field taken as zero; a result of 0 is sent as 0xffff.
+inline uint16_t udp_checksum(const Bytes &b)
+{
+    const size_t udp = 14 + 20, len = (size_t{b[udp + 4]} << 8) | b[udp + 5];
+    uint64_t sum = 17 + len;
+    for (size_t i = 14 + 12; i < udp; i += 2)  // source and destination addresses
+        sum += (uint32_t{b[i]} << 8) | b[i + 1];
+    for (size_t i = 0; i < len; i += 2) {
+        if (i == 6)
+            continue;
+        const uint32_t hi = b[udp + i], lo = i + 1 < len ? b[udp + i + 1] : 0;
+        sum += (hi << 8) | lo;
+    }
+    while (sum >> 16)
+        sum = (sum & 0xffff) + (sum >> 16);
+    const auto check = static_cast<uint16_t>(~sum);
+    return check == 0 ? 0xffff : check;
+}
+
+// The frame with its UDP checksum filled in (the builder sends none, 0, as IPv4 allows).
+inline Bytes with_udp_checksum(Bytes b)
+{
+    const uint16_t check = udp_checksum(b);
+    b[14 + 20 + 6] = static_cast<uint8_t>(check >> 8);
+    b[14 + 20 + 7] = static_cast<uint8_t>(check);
+    return b;
+}
+
 // The key the test fixtures give job `job` (any non-zero 64 bits would do; distinct per job).
 inline constexpr uint64_t test_job_key(uint32_t job)
 {
