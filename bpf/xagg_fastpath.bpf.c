@@ -21,6 +21,7 @@
 #include "bpf/xagg_maps.h"
 #include "bpf/xagg_parse.h"
 #include "bpf/xagg_reply.h"
+#include "bpf/xagg_udp_csum.h"
 
 /* Set by the loader before load; the defaults make an unconfigured object usable in tests. */
 const volatile __u16 xagg_port = XAGG_DEFAULT_PORT;
@@ -124,7 +125,7 @@ int xagg_fastpath(struct xdp_md *ctx)
      * payload corrupted between the sender's checksum and here (a switch's or NIC's memory, which
      * the per-link Ethernet FCS does not cover) is not summed. The host path's kernel drops the
      * same datagrams. */
-    if (!udp_checksum_ok(ip, udp, sizeof(*udp) + sizeof(*hdr) + XAGG_CHUNK_BYTES, c.end))
+    if (!udp_checksum_ok(ip, udp, XAGG_UDP_BYTES, c.end))
         return count(XAGG_CNT_DROP_BAD_UDP_CHECKSUM, XDP_DROP);
 
     /* The sender: the job must exist, the frame carry its key, and the rank be sent from its
@@ -162,13 +163,17 @@ int xagg_fastpath(struct xdp_md *ctx)
     switch (verdict) {
     case XAGG_SLOT_COMPLETED:
         xagg_make_result_hdr(hdr, seen, 0);
-        if (outcome == XAGG_CNT_COMPLETED_FANOUT) /* XDP cannot copy a frame: TC ingress does */
+        if (outcome == XAGG_CNT_COMPLETED_FANOUT) { /* XDP cannot copy a frame: TC ingress does */
+            udp_checksum_fill(ip, udp, XAGG_UDP_BYTES, c.end);
             return count(outcome, XDP_PASS);
+        }
         address_to_group(eth, ip, udp, job);
+        udp_checksum_fill(ip, udp, XAGG_UDP_BYTES, c.end);
         return count(outcome, XDP_TX);
     case XAGG_SLOT_RESEND:
         xagg_make_result_hdr(hdr, seen, XAGG_F_RESENT);
         address_to_sender(eth, ip, udp);
+        udp_checksum_fill(ip, udp, XAGG_UDP_BYTES, c.end);
         return count(outcome, XDP_TX);
     default: return count(outcome, XDP_DROP);
     }
@@ -232,12 +237,17 @@ int xagg_fanout(struct __sk_buff *skb)
         udp = (void *)(ip + 1);
         __builtin_memcpy(eth->h_dest, m->mac, ETH_ALEN);
         __builtin_memcpy(eth->h_source, self_mac, ETH_ALEN);
+        /* The XDP program summed the checksum over the whole result; each copy changes only
+         * addresses and ports, so it is adjusted, not summed again per member. */
+        udp_checksum_replace(udp, ip->saddr, self_addr);
+        udp_checksum_replace(udp, ip->daddr, m->addr);
+        udp_checksum_replace(udp, udp->source, self_port);
+        udp_checksum_replace(udp, udp->dest, m->port);
         ip->saddr = self_addr;
         ip->daddr = m->addr;
         ip->check = ipv4_csum(ip);
         udp->source = self_port;
         udp->dest = m->port;
-        udp->check = 0;
         if (bpf_clone_redirect(skb, skb->ifindex, 0) == 0)
             count(XAGG_CNT_FANOUT_COPIES, 0);
         else

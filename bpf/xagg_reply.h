@@ -30,8 +30,8 @@ static __always_inline __u16 ipv4_csum(struct iphdr *ip)
 
 /*
  * Address the frame to the job's multicast group: one XDP_TX, and the switch (or bridge) in front
- * of the aggregator's NIC copies it to every worker that joined the group. UDP checksum 0 means
- * "none" in IPv4; computing one over the 3 KiB payload would cost more than the aggregation.
+ * of the aggregator's NIC copies it to every worker that joined the group. The UDP checksum is
+ * left 0; the caller fills it in once the frame is final (bpf/xagg_udp_csum.h).
  */
 static __always_inline void address_to_group(struct ethhdr *eth, struct iphdr *ip,
                                              struct udphdr *udp, const struct xagg_job *job)
@@ -57,7 +57,7 @@ static __always_inline void address_to_group(struct ethhdr *eth, struct iphdr *i
 }
 
 /* Send the frame back to where it came from: the result re-sent to one worker alone. Swapping
- * the two addresses leaves the IPv4 checksum valid. */
+ * the two addresses leaves the IPv4 checksum valid; the UDP one is left 0 for the caller. */
 static __always_inline void address_to_sender(struct ethhdr *eth, struct iphdr *ip,
                                               struct udphdr *udp)
 {

@@ -28,6 +28,17 @@ def csum(h):
     return ~s & 0xFFFF
 
 
+def udp_csum(src, dst, datagram):
+    """RFC 768 over the pseudo-header and the datagram (its checksum field zero); 0 goes as 0xffff."""
+    data = ip(src) + ip(dst) + struct.pack("!BBH", 0, 17, len(datagram)) + datagram
+    if len(data) % 2:
+        data += b"\0"
+    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return (~s & 0xFFFF) or 0xFFFF
+
+
 def hexs(b):
     return " ".join(f"{x:02x}" for x in b)
 
@@ -38,6 +49,13 @@ def frame(name, comment, attrs="", *, src, dst, dst_mac, src_mac, sport, dport, 
     nvals = nelem if values is None else values
     udp_len = 8 + (HDR if keyed else HDR - 8) + 4 * nvals
     tot = 20 + udp_len
+    # Results carry a UDP checksum; the example contributions send none (0), as IPv4 allows.
+    check = 0
+    if rank == 0xFFFF:
+        body = (magic + struct.pack("!BBHIIIHbBQ", version, flags, rank, job, rnd, chunk, nelem,
+                                     EXPONENT, 0, contrib) +
+                (struct.pack("!Q", key) if keyed else b"") + struct.pack("<i", value) * nvals)
+        check = udp_csum(src, dst, struct.pack("!HHHH", sport, dport, udp_len, 0) + body)
     iph = bytearray(struct.pack("!BBHHHBBH4s4s", 0x45, 0, tot, 0, 0x4000, 64, 17, 0, ip(src), ip(dst)))
     iph[10:12] = struct.pack("!H", csum(bytes(iph)))
     out = [f"```xagg-frame {name}{(' ' + attrs) if attrs else ''}", f"# {comment}",
@@ -45,8 +63,9 @@ def frame(name, comment, attrs="", *, src, dst, dst_mac, src_mac, sport, dport, 
            f"{hexs(mac(dst_mac))}  {hexs(mac(src_mac))}  08 00",
            f"# IPv4: 45, length {tot}, DF, TTL 64, UDP, checksum, {src} -> {dst}",
            hexs(iph[:12]), hexs(iph[12:]),
-           f"# UDP: {sport} -> {dport}, length {udp_len}, checksum 0",
-           hexs(struct.pack("!HHHH", sport, dport, udp_len, 0)),
+           f"# UDP: {sport} -> {dport}, length {udp_len}, checksum "
+           + (f"0x{check:04x}" if check else "0 (none)"),
+           hexs(struct.pack("!HHHH", sport, dport, udp_len, check)),
            f"# xagg: magic, version {version}, flags 0x{flags:02x}, rank {rank}, job {job}, "
            f"round {rnd}, chunk {chunk}",
            hexs(magic + struct.pack("!BBHI", version, flags, rank, job)) + "  " +

@@ -300,7 +300,7 @@ TEST_F(FastPathTest, FanoutJobPassesTheResultToTcWhichCopiesItToEveryMember)
     marked.contrib = 0b111;
     marked.key = 0;  // a result carries no key
     marked.values = filled(33);
-    EXPECT_EQ(passed.out, marked.build());
+    EXPECT_EQ(passed.out, with_udp_checksum(marked.build()));
 
     Counters before = fp_->counters();
     Result tc = run_prog(fp_->fanout_prog_fd(), passed.out);
@@ -316,7 +316,8 @@ TEST_F(FastPathTest, FanoutJobPassesTheResultToTcWhichCopiesItToEveryMember)
     to2.dst_ip = member_of(kJobFanout, 2).ip;
     to2.src_port = XAGG_DEFAULT_PORT;
     to2.dst_port = member_of(kJobFanout, 2).port;
-    EXPECT_EQ(tc.out, to2.build());
+    EXPECT_EQ(tc.out, with_udp_checksum(to2.build()))
+        << "the checksum adjusted for the new addresses";
 }
 
 TEST_F(FastPathTest, FanoutIgnoresEverythingButResults)

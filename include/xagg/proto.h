@@ -107,6 +107,8 @@ XAGG_STATIC_ASSERT(__builtin_offsetof(struct xagg_hdr, nelem) == 20, "nelem at o
 XAGG_STATIC_ASSERT(__builtin_offsetof(struct xagg_hdr, contrib) == 24, "contrib at offset 24");
 XAGG_STATIC_ASSERT(__builtin_offsetof(struct xagg_hdr, key) == 32, "key at offset 32");
 
+/* A contribution's UDP datagram: UDP header (8) + xagg header (40) + payload. */
+#define XAGG_UDP_BYTES (8 + 40 + XAGG_CHUNK_BYTES)
 /* Ethernet (14) + IPv4 without options (20) + UDP (8) + xagg header (40) + payload. */
 #define XAGG_FRAME_HDR_BYTES (14 + 20 + 8 + 40)
 #define XAGG_FRAME_BYTES (XAGG_FRAME_HDR_BYTES + XAGG_CHUNK_BYTES)

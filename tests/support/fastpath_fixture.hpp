@@ -125,7 +125,7 @@ protected:
         r.contrib = contrib;
         r.key = 0;  // results never carry the key
         r.values = sum;
-        return r.build();  // build() leaves the UDP checksum 0, as the aggregator sends it
+        return with_udp_checksum(r.build());  // results carry a UDP checksum
     }
 
     static Bytes unicast_result(const Frame &asker, const std::vector<int32_t> &sum,
@@ -140,7 +140,7 @@ protected:
         r.contrib = contrib;
         r.key = 0;
         r.values = sum;
-        return r.build();
+        return with_udp_checksum(r.build());
     }
 
     Result run(const Bytes &in) const { return run_prog(fp_->prog_fd(), in); }
