@@ -65,9 +65,46 @@ static __always_inline enum xagg_slot_verdict update_slot(struct xagg_slot *slot
     return verdict;
 }
 
-SEC("xdp")
+/* Linux 6.18: makes the first `len` bytes of a multi-buffer frame linear. */
+extern int bpf_xdp_pull_data(struct xdp_md *xdp, __u32 len) __ksym;
+
+/*
+ * A multi-buffer program (xdp.frags) may be attached to an interface of any MTU, 9000 included,
+ * but then a frame may arrive spread over several receive buffers (a driver whose buffers are
+ * smaller than the frame, e.g. 3 KiB on i40e). The parser below reads a contribution from the
+ * linear part only, so a frame addressed to xagg's port whose IP packet reaches past that part
+ * is pulled into it first, up to a contribution's size (anything longer is refused by the
+ * length checks anyway; a frame shorter than its IP length is pulled as it is, and the checks
+ * count it truncated). Other traffic is left as it came. Returns 0 when the parser may go on,
+ * -1 when the frame could not be made linear (the driver left too little room).
+ */
+static __always_inline int pull_contribution(struct xdp_md *ctx)
+{
+    struct cursor c = {.pos = (void *)(long)ctx->data, .end = (void *)(long)ctx->data_end};
+    void *start = c.pos;
+    struct ethhdr *eth = CURSOR_TAKE(&c, struct ethhdr);
+    struct iphdr *ip = CURSOR_TAKE(&c, struct iphdr);
+    struct udphdr *udp = CURSOR_TAKE(&c, struct udphdr);
+
+    if (!eth || !ip || !udp || eth->h_proto != bpf_htons(ETH_P_IP) || ip->ihl != 5 ||
+        ip->protocol != IPPROTO_UDP || udp->dest != bpf_htons(xagg_port))
+        return 0;
+    __u64 want = sizeof(*eth) + bpf_ntohs(ip->tot_len);
+    if (want > XAGG_FRAME_BYTES)
+        want = XAGG_FRAME_BYTES;
+    if ((__u64)(c.end - start) >= want)
+        return 0;
+    __u64 have = bpf_xdp_get_buff_len(ctx);
+    if (want > have)
+        want = have;
+    return bpf_xdp_pull_data(ctx, (__u32)want) == 0 ? 0 : -1;
+}
+
+SEC("xdp.frags")
 int xagg_fastpath(struct xdp_md *ctx)
 {
+    if (pull_contribution(ctx) < 0)
+        return count(XAGG_CNT_DROP_NOT_LINEAR, XDP_DROP);
     struct cursor c = {.pos = (void *)(long)ctx->data, .end = (void *)(long)ctx->data_end};
     struct ethhdr *eth;
     struct iphdr *ip;

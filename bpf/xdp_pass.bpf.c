@@ -7,7 +7,7 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
-SEC("xdp")
+SEC("xdp.frags") /* attachable at any MTU, 9000 included */
 int xdp_pass(struct xdp_md *ctx)
 {
     (void)ctx;

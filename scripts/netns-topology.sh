@@ -23,9 +23,10 @@
 set -euo pipefail
 
 AGG_ADDR=10.77.0.100
-# A chunk's frame needs an IP MTU of 3140 (XAGG_MIN_MTU, include/xagg/proto.h); a veth with a
-# native XDP program refuses more than about 3.5 KB (one page per frame).
-MTU=3200
+# A chunk's frame needs an IP MTU of at least 3140 (XAGG_MIN_MTU, include/xagg/proto.h). 9000 is
+# what fabrics run, and what the fast path (a multi-buffer XDP program, as are the pass-through
+# and the tests' impairer) attaches to.
+MTU=9000
 worker_addr() { echo "10.77.0.$(($1 + 1))"; }
 
 up() {
@@ -43,7 +44,7 @@ up() {
     ip -n "$agg" link set lo up
     ip -n "$agg" link set eth0 up
     ip -n "$sw" link set agg master br0 up
-    ip -n "$sw" link set dev agg xdpdrv obj "$pass_obj" sec xdp
+    ip -n "$sw" link set dev agg xdpdrv obj "$pass_obj" sec xdp.frags
 
     for ((i = 0; i < workers; i++)); do
         local w=$prefix-w$i
@@ -79,7 +80,7 @@ aggregator() {
     ip -n "$agg" link set lo up
     ip -n "$agg" link set eth0 up
     ip -n "$sw" link set "agg$n" master br0 up
-    ip -n "$sw" link set dev "agg$n" xdpdrv obj "$pass_obj" sec xdp
+    ip -n "$sw" link set dev "agg$n" xdpdrv obj "$pass_obj" sec xdp.frags
 }
 
 down() {

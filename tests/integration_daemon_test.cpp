@@ -210,7 +210,7 @@ TEST_F(DaemonIntegration, LeavesAnotherXdpProgramOnTheInterfaceAloneAndSaysSo)
 {
     Topology topo("o", 1);
     ASSERT_EQ(run_command("ip -n " + topo.agg() + " link set dev eth0 xdpdrv obj " +
-                          XAGG_BINARY_DIR "/bpf/xdp_pass.bpf.o sec xdp && echo ok"),
+                          XAGG_BINARY_DIR "/bpf/xdp_pass.bpf.o sec xdp.frags && echo ok"),
               "ok\n");
     Process daemon(xaggd_as_unit(topo.agg(), write_config(topo)), dir_ + "/xaggd.log");
     EXPECT_EQ(daemon.wait(std::chrono::seconds(10)), 1) << daemon.output();

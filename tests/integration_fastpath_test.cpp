@@ -285,7 +285,7 @@ TEST_F(FastPathIntegration, LossOnEveryWorkerLinkStillGivesExactSums)
         for (const auto &[ns, dev] : {std::pair{topo.worker(r), std::string("eth0")},
                                       std::pair{topo.sw(), "w" + std::to_string(r)}}) {
             std::string out = run_command("ip -n " + ns + " link set dev " + dev + " xdpdrv obj " +
-                                          lossy + " sec xdp");
+                                          lossy + " sec xdp.frags");
             ASSERT_EQ(out, "") << "attaching the lossy link to " << dev << ": " << out;
         }
     }

@@ -42,8 +42,9 @@ inline constexpr std::array<std::string_view, XAGG_CNT_MAX> kCounterNames = {
     "drop_bad_ip_checksum",
     "drop_bad_key",
     "drop_bad_udp_checksum",
+    "drop_not_linear",
 };
-static_assert(XAGG_CNT_DROP_BAD_UDP_CHECKSUM == 24 && XAGG_CNT_MAX == 25,
+static_assert(XAGG_CNT_DROP_NOT_LINEAR == 25 && XAGG_CNT_MAX == 26,
               "a counter was added or moved: name it in kCounterNames, in enum order");
 
 // Name of a counter, e.g. "drop_bad_magic".
