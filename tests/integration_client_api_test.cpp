@@ -181,7 +181,7 @@ TEST_F(ClientApi, AWorkerWhoseInterfaceCannotCarryAChunkIsToldBeforeItJoins)
     EXPECT_EQ(e.kind(), ClientError::Kind::invalid) << e.what();
     EXPECT_EQ(std::string(e.what()),
               "interface eth0 has MTU 1500; xagg's frames need at least 3140 (ip link set dev "
-              "eth0 mtu 3200, and the same on every link between workers and aggregator)");
+              "eth0 mtu 9000, and the same on every link between workers and aggregator)");
     json job = control(socket_, {{"op", "show_job"}, {"job", 7}})["job"];
     EXPECT_EQ(job["members"].size(), 0u) << job;  // it never joined
 }

@@ -50,7 +50,7 @@ std::string chunk_mtu_problem(const std::string &ifname)
         return {};
     return "interface " + ifname + " has MTU " + std::to_string(*mtu) +
            "; xagg's frames need at least " + std::to_string(XAGG_MIN_MTU) + " (ip link set dev " +
-           ifname + " mtu 3200, and the same on every link between workers and aggregator)";
+           ifname + " mtu 9000, and the same on every link between workers and aggregator)";
 }
 
 }  // namespace xagg::sys
