@@ -45,16 +45,18 @@ def hexs(b):
 
 def frame(name, comment, attrs="", *, src, dst, dst_mac, src_mac, sport, dport, flags=0, rank=0,
           job=JOB, rnd=0, chunk=0, nelem=ELEMS, values=None, value=3, contrib=0, key=KEY,
-          version=VERSION, magic=b"XAGG", keyed=True):
+          version=VERSION, magic=b"XAGG", keyed=True, checksum=None):
     nvals = nelem if values is None else values
     udp_len = 8 + (HDR if keyed else HDR - 8) + 4 * nvals
     tot = 20 + udp_len
-    # Results carry a UDP checksum; the example contributions send none (0), as IPv4 allows.
+    # Results carry a UDP checksum. A contribution carries one when `checksum` is "right", one
+    # its sender computed before a value changed on the way when "stale", and none (0) otherwise.
     check = 0
-    if rank == 0xFFFF:
+    if rank == 0xFFFF or checksum in ("right", "stale"):
+        summed = value - 1 if checksum == "stale" else value
         body = (magic + struct.pack("!BBHIIIHbBQ", version, flags, rank, job, rnd, chunk, nelem,
                                      EXPONENT, 0, contrib) +
-                (struct.pack("!Q", key) if keyed else b"") + struct.pack("<i", value) * nvals)
+                (struct.pack("!Q", key) if keyed else b"") + struct.pack("<i", summed) * nvals)
         check = udp_csum(src, dst, struct.pack("!HHHH", sport, dport, udp_len, 0) + body)
     iph = bytearray(struct.pack("!BBHHHBBH4s4s", 0x45, 0, tot, 0, 0x4000, 64, 17, 0, ip(src), ip(dst)))
     iph[10:12] = struct.pack("!H", csum(bytes(iph)))
@@ -85,10 +87,11 @@ def worker(name, comment, attrs, rank=0, sport=None, **kw):
           sport=sport or p, dport=AGG[2], rank=rank, **kw)
 
 
-worker("contribution", "rank 0 of job 7 contributes chunk 0 of round 0: 768 values of 3 at exponent -8",
-       "action=drop counter=aggregated")
-worker("last-contribution", "rank 1 contributes 768 values of 4: the chunk is complete",
-       "action=tx counter=completed reply=result", rank=1, value=4)
+worker("contribution", "rank 0 of job 7 contributes chunk 0 of round 0: 768 values of 3 at exponent -8, "
+       "with the UDP checksum its kernel or NIC fills in",
+       "action=drop counter=aggregated", checksum="right")
+worker("last-contribution", "rank 1 contributes 768 values of 4, with no UDP checksum (0, allowed): "
+       "the chunk is complete", "action=tx counter=completed reply=result", rank=1, value=4)
 frame("result", "what leaves the aggregator: the sum (7) to the group 239.1.0.7:9872, contrib = ranks 0 and 1",
       src=AGG[0], dst=GROUP[0], dst_mac="01:00:5e:01:00:07", src_mac=AGG[1], sport=AGG[2],
       dport=GROUP[1], flags=F_RESULT, rank=0xFFFF, value=7, contrib=3, key=0)
@@ -109,5 +112,7 @@ worker("unknown-job", "job 8 is not registered", "action=drop counter=drop_unkno
 worker("wrong-key", "rank 0's address and port, but not the job's key: a spoofer who never joined",
        "action=drop counter=drop_bad_key", rnd=1, key=0x0123456789ABCDEF)
 worker("no-key", "the key field left zero", "action=drop counter=drop_bad_key", rnd=1, key=0)
+worker("payload-changed-on-the-way", "the sender checksummed 768 values of 2; they arrive as 3",
+       "action=drop counter=drop_bad_udp_checksum host=kernel", rnd=1, checksum="stale")
 worker("wrong-source-port", "rank 0 from port 5002, not its registered 5000",
        "action=drop counter=drop_not_member", rnd=1, sport=5002)

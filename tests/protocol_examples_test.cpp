@@ -189,7 +189,10 @@ TEST_F(ProtocolExamplesTest, EveryExampleFrameDoesWhatTheDocumentSays)
         }
 
         // The host path, given the datagram from the same source: the same counter, and the
-        // same reply datagram, marked FALLBACK, to the same destination.
+        // same reply datagram, marked FALLBACK, to the same destination. A frame marked
+        // host=kernel never reaches it: its kernel drops it first (a bad UDP checksum).
+        if (f.attrs.count("host") && f.attrs.at("host") == "kernel")
+            continue;
         const size_t udp_len = be16_at(f.bytes, off::udp_len);
         const Bytes datagram(f.bytes.begin() + off::x, f.bytes.begin() + off::udp + udp_len);
         sockaddr_in from{};
