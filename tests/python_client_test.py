@@ -12,6 +12,7 @@
 Run as root by ctest (label integration). `--worker` is the per-namespace half of the api test.
 """
 import json
+import logging
 import os
 import pathlib
 import subprocess
@@ -91,7 +92,32 @@ def fallback():
         def index(self):
             return 0
 
+    class Untouchable:
+        workers = 1
+
+        def allreduce_async(self, buffer, priority=0):
+            raise AssertionError("a bucket xagg cannot take reached the client")
+
+    logged = []
+
+    class Record(logging.Handler):
+        def emit(self, record):
+            logged.append(record.getMessage())
+
+    logging.getLogger("xagg").addHandler(Record())
     dist.init_process_group("gloo", init_method="tcp://127.0.0.1:29541", rank=0, world_size=1)
+    # Buckets xagg cannot take go to the process group, each reason logged once and counted.
+    state = xagg.torch.XaggState(Untouchable())
+    for _ in range(2):
+        out = xagg.torch.allreduce_hook(state, Bucket(torch.full((4,), 3.0, dtype=torch.float64)))
+        assert torch.equal(out.wait(), torch.full((4,), 3.0, dtype=torch.float64))
+    assert state.fallback_reasons == {"dtype torch.float64 (xagg sums float32)": 2}, \
+        state.fallback_reasons
+    assert [m for m in logged if "not xagg" in m] == [
+        "a gradient bucket goes through the process group's all_reduce, not xagg: dtype "
+        "torch.float64 (xagg sums float32) (logged once; counted in fallback_reasons)"], logged
+    assert state.failed is None and state.fallback_buckets == 2
+
     state = xagg.torch.XaggState(Unreachable())
     out = xagg.torch.allreduce_hook(state, Bucket(torch.full((10,), 4.0))).wait()
     assert torch.equal(out, torch.full((10,), 4.0)), out
@@ -99,6 +125,7 @@ def fallback():
     assert state.failed.args[1] == "unreachable", state.failed.args
     out = xagg.torch.allreduce_hook(state, Bucket(torch.full((3,), 2.0))).wait()  # stays on gloo
     assert state.fallback_buckets == 2 and state.xagg_buckets == 0
+    assert state.fallback_reasons == {"xagg failed earlier": 2}, state.fallback_reasons
     dist.destroy_process_group()
     print("fallback: ok")
 

@@ -10,8 +10,11 @@ Each bucket is summed through xagg with its index as priority (DDP fills buckets
 layer back; the highest index holds the first layers, which the next forward pass needs first),
 then divided by the number of workers summed. If xagg fails (aggregator unreachable, this
 worker evicted, ...), the hook logs it once, counts it, and from then on uses the process
-group's own all_reduce: training goes on.
+group's own all_reduce: training goes on. A bucket xagg cannot take (not float32, or not in host
+memory) goes to the process group too, never silently: each reason is logged the first time and
+counted in `state.fallback_reasons`.
 """
+import collections
 import logging
 import threading
 
@@ -31,12 +34,27 @@ class XaggState:
         self.process_group = process_group
         self.failed = None          # the error that made the hook fall back, if any
         self.fallback_buckets = 0   # buckets all-reduced by the process group instead
+        self.fallback_reasons = collections.Counter()  # why, bucket by bucket
         self.xagg_buckets = 0
         self.partial_buckets = 0    # summed without an evicted worker
 
 
-def _fallback(state, tensor):
+def _unsupported(tensor):
+    """Why xagg cannot sum this bucket, or None."""
+    if tensor.device.type != "cpu":
+        # xagg sums host memory; staging GPU buckets through pinned host memory is not built yet.
+        return f"{tensor.device.type} tensor (xagg sums host memory)"
+    if tensor.dtype != torch.float32:
+        return f"dtype {tensor.dtype} (xagg sums float32)"
+    return None
+
+
+def _fallback(state, tensor, reason):
     state.fallback_buckets += 1
+    if state.fallback_reasons[reason] == 0:
+        log.warning("a gradient bucket goes through the process group's all_reduce, not xagg: "
+                    "%s (logged once; counted in fallback_reasons)", reason)
+    state.fallback_reasons[reason] += 1
     group = state.process_group or dist.group.WORLD
     work = dist.all_reduce(tensor, group=group, async_op=True)
     size = dist.get_world_size(group)
@@ -61,8 +79,11 @@ def allreduce(client, tensor, priority=0):
 
 def allreduce_hook(state, bucket):
     tensor = bucket.buffer()
-    if state.failed is not None or tensor.dtype != torch.float32 or tensor.device.type != "cpu":
-        return _fallback(state, tensor)
+    if state.failed is not None:
+        return _fallback(state, tensor, "xagg failed earlier")
+    reason = _unsupported(tensor)
+    if reason is not None:
+        return _fallback(state, tensor, reason)
     try:
         summed = allreduce(state.client, tensor, priority=bucket.index())
     except ClientError as e:
@@ -88,4 +109,4 @@ def _give_up(state, error, tensor):
         state.failed = error
         log.error("xagg all-reduce failed (%s); using the process group's all_reduce from now on",
                   error)
-    return _fallback(state, tensor) if tensor is not None else None
+    return _fallback(state, tensor, "xagg failed earlier") if tensor is not None else None
