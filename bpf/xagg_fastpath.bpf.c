@@ -141,7 +141,9 @@ int xagg_fastpath(struct xdp_md *ctx)
         return count(XAGG_CNT_DROP_BAD_IP_CHECKSUM, XDP_DROP);
     if (ip->frag_off & bpf_htons(0x2000)) /* more fragments */
         return count(XAGG_CNT_DROP_FRAGMENT, XDP_DROP);
-    if ((void *)ip + bpf_ntohs(ip->tot_len) > c.end ||
+    /* Beyond the frame, not beyond its linear part: a datagram longer than a contribution may
+     * sit partly in frags (it was not pulled), and it is a bad length, not a truncated one. */
+    if (sizeof(*eth) + bpf_ntohs(ip->tot_len) > bpf_xdp_get_buff_len(ctx) ||
         bpf_ntohs(ip->tot_len) != sizeof(*ip) + bpf_ntohs(udp->len) ||
         bpf_ntohs(udp->len) < sizeof(*udp))
         return count(XAGG_CNT_DROP_TRUNCATED, XDP_DROP);

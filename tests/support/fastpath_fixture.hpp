@@ -392,6 +392,12 @@ const BadFrameCase kBadFrames[] = {
      XAGG_CNT_DROP_BAD_LENGTH},
     {"payload_one_value_short", [] { return datagram_of_length(40 + XAGG_CHUNK_BYTES - 4); },
      XDP_DROP, XAGG_CNT_DROP_BAD_LENGTH, XAGG_CNT_DROP_BAD_LENGTH},
+    // Multi-buffer frames (an MTU-9000 link): BPF_PROG_TEST_RUN puts what is beyond 3520 bytes
+    // in frags. A datagram longer than a contribution is a bad length, wherever its bytes lie.
+    {"jumbo_datagram_spanning_frags", [] { return datagram_of_length(8000); }, XDP_DROP,
+     XAGG_CNT_DROP_BAD_LENGTH, XAGG_CNT_DROP_BAD_LENGTH},
+    {"jumbo_frame_cut_inside_its_frags", [] { return cut(datagram_of_length(8000), 6000); },
+     XDP_DROP, XAGG_CNT_DROP_TRUNCATED, kIpLayerOnly},
     {"bad_magic", [] { return a0_with([](Frame &f) { f.magic = 0x58414748; }); }, XDP_DROP,
      XAGG_CNT_DROP_BAD_MAGIC, XAGG_CNT_DROP_BAD_MAGIC},
     {"magic_byte_swapped", [] { return a0_with([](Frame &f) { f.magic = 0x47474158; }); }, XDP_DROP,
