@@ -65,7 +65,7 @@ int xagg_gen(struct xdp_md *ctx)
     ip->version = 4;
     ip->ihl = 5;
     ip->tos = 0;
-    ip->tot_len = bpf_htons(20 + 8 + sizeof(struct xagg_hdr) + XAGG_CHUNK_BYTES);
+    ip->tot_len = bpf_htons(20 + XAGG_UDP_BYTES);
     ip->id = 0;
     ip->frag_off = 0;
     ip->ttl = 64;
@@ -75,7 +75,7 @@ int xagg_gen(struct xdp_md *ctx)
     ip->check = ipv4_csum(ip);
     udp->source = bpf_htons(src_port);
     udp->dest = bpf_htons(dst_port);
-    udp->len = bpf_htons(8 + sizeof(struct xagg_hdr) + XAGG_CHUNK_BYTES);
+    udp->len = bpf_htons(XAGG_UDP_BYTES);
     udp->check = 0;
     hdr->magic = bpf_htonl(XAGG_MAGIC);
     hdr->version = XAGG_VERSION;

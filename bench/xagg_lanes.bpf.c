@@ -14,6 +14,7 @@
 #include <bpf/bpf_helpers.h>
 
 #include "xagg/proto.h"
+#include "bpf/xagg_udp_csum.h" /* csum_fold: the fast path's own fold */
 
 #define PAYLOAD_OFF XAGG_FRAME_HDR_BYTES
 #define PAYLOAD_BYTES XAGG_CHUNK_BYTES
@@ -47,11 +48,7 @@ static __always_inline __u16 csum_u32_words(const __u32 *p)
 #pragma clang loop unroll_count(16)
     for (int i = 0; i < PAYLOAD_BYTES / 4; i++)
         acc += p[i];
-    acc = (acc & 0xffffffff) + (acc >> 32);
-    acc = (acc & 0xffffffff) + (acc >> 32);
-    acc = (acc & 0xffff) + (acc >> 16);
-    acc = (acc & 0xffff) + (acc >> 16);
-    return (__u16)acc;
+    return csum_fold(acc);
 }
 
 /* The same sum from 64-bit words: half the loads, but every add needs its carry put back. */
@@ -64,11 +61,7 @@ static __always_inline __u16 csum_u64_words(const __u64 *p)
         acc += x;
         acc += acc < x;
     }
-    acc = (acc & 0xffffffff) + (acc >> 32);
-    acc = (acc & 0xffffffff) + (acc >> 32);
-    acc = (acc & 0xffff) + (acc >> 16);
-    acc = (acc & 0xffff) + (acc >> 16);
-    return (__u16)acc;
+    return csum_fold(acc);
 }
 
 /* The kernel's helper, whose input is capped at 512 bytes a call. */

@@ -202,13 +202,12 @@ int xagg_fastpath(struct xdp_md *ctx)
     switch (verdict) {
     case XAGG_SLOT_COMPLETED:
         xagg_make_result_hdr(hdr, seen, 0);
-        if (outcome == XAGG_CNT_COMPLETED_FANOUT) { /* XDP cannot copy a frame: TC ingress does */
-            udp_checksum_fill(ip, udp, XAGG_UDP_BYTES, c.end);
-            return count(outcome, XDP_PASS);
-        }
-        address_to_group(eth, ip, udp, job);
+        /* XDP cannot copy a frame: a fan-out job's result goes up as it came, and TC ingress
+         * copies it to each member. */
+        if (outcome != XAGG_CNT_COMPLETED_FANOUT)
+            address_to_group(eth, ip, udp, job);
         udp_checksum_fill(ip, udp, XAGG_UDP_BYTES, c.end);
-        return count(outcome, XDP_TX);
+        return count(outcome, outcome == XAGG_CNT_COMPLETED_FANOUT ? XDP_PASS : XDP_TX);
     case XAGG_SLOT_RESEND:
         xagg_make_result_hdr(hdr, seen, XAGG_F_RESENT);
         address_to_sender(eth, ip, udp);

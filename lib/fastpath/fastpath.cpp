@@ -29,6 +29,11 @@ namespace {
     throw std::system_error(err < 0 ? -err : err, std::generic_category(), what);
 }
 
+std::string pin_path(const std::string &dir, const bpf_map *map)
+{
+    return dir + "/" + bpf_map__name(map);
+}
+
 // Why the map pinned at `path` cannot be reused for `map` (layout or size), or "" if it can. A
 // map it cannot open is left for libbpf to report.
 std::string pin_mismatch(const std::string &path, const bpf_map *map)
@@ -68,7 +73,7 @@ void remove_incompatible_pins(const std::string &dir, bpf_map *(&maps)[N])
 {
     std::string why;
     for (const bpf_map *map : maps) {
-        const std::string path = dir + "/" + bpf_map__name(map);
+        const std::string path = pin_path(dir, map);
         if (std::string m = pin_mismatch(path, map); !m.empty() && why.empty())
             why = path + ": " + m;
     }
@@ -79,7 +84,7 @@ void remove_incompatible_pins(const std::string &dir, bpf_map *(&maps)[N])
         "them and starting with fresh maps",
         dir, why);
     for (const bpf_map *map : maps) {
-        const std::string path = dir + "/" + bpf_map__name(map);
+        const std::string path = pin_path(dir, map);
         if (unlink(path.c_str()) != 0 && errno != ENOENT)
             fail(errno, "removing the unusable pinned map " + path);
     }
@@ -148,7 +153,7 @@ FastPath::FastPath(const FastPathConfig &config) : config_(config)
                            skel_->maps.counters};
         remove_incompatible_pins(config.pin_dir, maps);
         for (bpf_map *map : maps) {
-            std::string path = config.pin_dir + "/" + bpf_map__name(map);
+            const std::string path = pin_path(config.pin_dir, map);
             if (access(path.c_str(), F_OK) == 0)
                 reused_pins_ = true;
             if (int e = bpf_map__set_pin_path(map, path.c_str())) {

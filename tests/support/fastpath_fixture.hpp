@@ -363,7 +363,7 @@ const BadFrameCase kBadFrames[] = {
     {"udp_checksum_off_by_one",
      [] {
          auto b = with_udp_checksum(a0());
-         b[off::udp + 7] ^= 0x01;
+         b[off::udp_csum + 1] ^= 0x01;
          return b;
      },
      XDP_DROP, XAGG_CNT_DROP_BAD_UDP_CHECKSUM, kIpLayerOnly},

@@ -83,14 +83,14 @@ inline uint16_t ipv4_checksum(const Bytes &b, size_t at)
 // and the datagram with its checksum field taken as zero; a result of 0 is sent as 0xffff.
 inline uint16_t udp_checksum(const Bytes &b)
 {
-    const size_t udp = 14 + 20, len = (size_t{b[udp + 4]} << 8) | b[udp + 5];
+    const size_t len = (size_t{b[off::udp_len]} << 8) | b[off::udp_len + 1];
     uint64_t sum = 17 + len;
-    for (size_t i = 14 + 12; i < udp; i += 2)  // source and destination addresses
+    for (size_t i = off::ip_src; i < off::udp; i += 2)  // source and destination addresses
         sum += (uint32_t{b[i]} << 8) | b[i + 1];
     for (size_t i = 0; i < len; i += 2) {
-        if (i == 6)
+        if (off::udp + i == off::udp_csum)
             continue;
-        const uint32_t hi = b[udp + i], lo = i + 1 < len ? b[udp + i + 1] : 0;
+        const uint32_t hi = b[off::udp + i], lo = i + 1 < len ? b[off::udp + i + 1] : 0;
         sum += (hi << 8) | lo;
     }
     while (sum >> 16)
@@ -102,9 +102,7 @@ inline uint16_t udp_checksum(const Bytes &b)
 // The frame with its UDP checksum filled in (the builder sends none, 0, as IPv4 allows).
 inline Bytes with_udp_checksum(Bytes b)
 {
-    const uint16_t check = udp_checksum(b);
-    b[14 + 20 + 6] = static_cast<uint8_t>(check >> 8);
-    b[14 + 20 + 7] = static_cast<uint8_t>(check);
+    put_be16(b, off::udp_csum, udp_checksum(b));
     return b;
 }
 
