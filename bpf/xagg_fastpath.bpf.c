@@ -46,21 +46,37 @@ static __always_inline int mac_equal(const unsigned char *a, const unsigned char
     return same;
 }
 
-/* The slot's spin lock makes each packet's update atomic as a whole. */
-static __always_inline enum xagg_slot_verdict update_slot(struct xagg_slot *slot, __u32 tag,
-                                                          __u32 chunk, __u32 round, __s32 exponent,
-                                                          __u64 bit, __u64 members, __s32 *vals,
-                                                          __u64 *seen_out)
+/*
+ * The payload step (include/xagg/slot.h) as one subprogram that every update calls: inlined, its
+ * four unrolled loops would appear once per caller, and three copies put the program's jumps
+ * beyond BPF's 16-bit offsets. Called under a slot's lock, which Linux allows for static
+ * subprograms since 6.9. `vals` is the frame's payload or a jumbo chunk's scratch third.
+ */
+static __noinline void apply_payload(enum xagg_payload_op op, __s32 *sum, __s32 *vals)
 {
-    /* No helper may be called under the lock, and reading the clock on every packet costs
-     * ~10%: read it only when this packet may start a round. The unlocked peek is safe: if it
-     * sees the packet's round, that round was claimed already and cannot be claimed again. */
-    __u64 now = 0;
-    if (slot->round != round || !xagg_slot_owned(slot, tag, chunk))
-        now = bpf_ktime_get_ns();
+    xagg_payload_apply(op, sum, vals);
+}
+
+/* When the unlocked peek shows that this packet may start a round, the clock: no helper may be
+ * called under the lock, and reading the clock on every packet costs ~10%. The peek is safe: if
+ * it sees the packet's round, that round was claimed already and cannot be claimed again. */
+static __always_inline __u64 clock_if_claiming(const struct xagg_slot *slot, __u32 tag,
+                                               __u32 position, __u32 round)
+{
+    return slot->round != round || !xagg_slot_owned(slot, tag, position) ? bpf_ktime_get_ns() : 0;
+}
+
+/* A standard chunk's update, under the slot's spin lock: each packet's update is atomic as a
+ * whole. */
+static __always_inline enum xagg_slot_verdict update_slot(struct xagg_slot *slot,
+                                                          const struct xagg_job *job, __u32 chunk,
+                                                          __u32 round, __s32 exponent, __u64 bit,
+                                                          __s32 *vals, __u64 *seen_out)
+{
+    __u64 now = clock_if_claiming(slot, job->tag, chunk, round);
     bpf_spin_lock(&slot->lock);
-    enum xagg_slot_verdict verdict =
-        xagg_slot_update(slot, now, tag, chunk, round, exponent, bit, members, vals, seen_out);
+    enum xagg_slot_verdict verdict = xagg_slot_update(slot, now, job->tag, chunk, round, exponent,
+                                                      bit, job->members, vals, seen_out);
     bpf_spin_unlock(&slot->lock);
     return verdict;
 }
@@ -71,15 +87,23 @@ extern int bpf_xdp_pull_data(struct xdp_md *xdp, __u32 len) __ksym;
 /*
  * A multi-buffer program (xdp.frags) may be attached to an interface of any MTU, 9000 included,
  * but then a frame may arrive spread over several receive buffers (a driver whose buffers are
- * smaller than the frame, e.g. 3 KiB on i40e). The parser below reads a contribution from the
- * linear part only, so a frame addressed to xagg's port whose IP packet reaches past that part
- * is pulled into it first, up to a contribution's size (anything longer is refused by the
- * length checks anyway; a frame shorter than its IP length is pulled as it is, and the checks
- * count it truncated). Other traffic is left as it came. Returns 0 when the parser may go on,
- * -1 when the frame could not be made linear (the driver left too little room).
+ * smaller than the frame, e.g. 3 KiB on i40e). The parser below reads a standard contribution
+ * from the linear part only, so a frame addressed to xagg's port whose IP packet reaches past
+ * that part is pulled into it first, up to a standard contribution's size (a frame shorter than
+ * its IP length is pulled as it is, and the checks count it truncated). Anything longer, a jumbo
+ * contribution above all, is read through bpf_xdp_load_bytes, which needs only its headers
+ * linear: a linear 8 KiB would not fit the one page most drivers give a buffer. Other traffic is
+ * left as it came. Returns 0 when the parser may go on, -1 when the frame could not be made
+ * linear (the driver left too little room).
  */
 static __always_inline int pull_contribution(struct xdp_md *ctx)
 {
+    /* A driver that splits headers from data may leave even the UDP header outside the linear
+     * part: that much is pulled first, to see whether the frame is ours at all. */
+    const __u32 l4 = sizeof(struct ethhdr) + sizeof(struct iphdr) + sizeof(struct udphdr);
+    __u32 linear = (__u32)(ctx->data_end - ctx->data);
+    if (linear < l4 && bpf_xdp_get_buff_len(ctx) >= l4 && bpf_xdp_pull_data(ctx, l4) != 0)
+        return -1;
     struct cursor c = {.pos = (void *)(long)ctx->data, .end = (void *)(long)ctx->data_end};
     void *start = c.pos;
     struct ethhdr *eth = CURSOR_TAKE(&c, struct ethhdr);
@@ -91,13 +115,49 @@ static __always_inline int pull_contribution(struct xdp_md *ctx)
         return 0;
     __u64 want = sizeof(*eth) + bpf_ntohs(ip->tot_len);
     if (want > XAGG_FRAME_BYTES)
-        want = XAGG_FRAME_BYTES;
+        want = XAGG_FRAME_HDR_BYTES;
     if ((__u64)(c.end - start) >= want)
         return 0;
     __u64 have = bpf_xdp_get_buff_len(ctx);
     if (want > have)
         want = have;
     return bpf_xdp_pull_data(ctx, (__u32)want) == 0 ? 0 : -1;
+}
+
+/*
+ * A jumbo chunk's update: its XAGG_JUMBO_SLOT_PARTS slot positions (include/xagg/fastpath.h),
+ * looked up before the lock (no helper may be called under it), decided on the first part, and
+ * the same payload step applied to every part's third of the values in `scratch`, all under the
+ * first part's lock, so each contribution is added whole or not at all.
+ */
+static __always_inline enum xagg_slot_verdict update_jumbo(const struct xagg_job *job, __u32 chunk,
+                                                           __u32 round, __s32 exponent, __u64 bit,
+                                                           struct xagg_jumbo_scratch *scratch,
+                                                           __u64 *seen_out, int *found)
+{
+    __u32 position = chunk * XAGG_JUMBO_SLOT_PARTS;
+    __u32 index = 2 * (job->region_base + position) + (round & 1);
+    struct xagg_slot *lead = bpf_map_lookup_elem(&slots, &index);
+    index += 2;
+    struct xagg_slot *second = bpf_map_lookup_elem(&slots, &index);
+    index += 2;
+    struct xagg_slot *third = bpf_map_lookup_elem(&slots, &index);
+    *found = lead && second && third;
+    if (!lead || !second || !third)
+        return XAGG_SLOT_STALE;
+
+    __u64 now = clock_if_claiming(lead, job->tag, position, round);
+    enum xagg_payload_op op;
+    bpf_spin_lock(&lead->lock);
+    enum xagg_slot_verdict verdict = xagg_slot_decide(lead, now, job->tag, position, round,
+                                                      exponent, bit, job->members, &op, seen_out);
+    apply_payload(op, lead->sum, scratch->vals);
+    xagg_slot_follow(second, lead, position + 1);
+    apply_payload(op, second->sum, scratch->vals + XAGG_CHUNK_ELEMS);
+    xagg_slot_follow(third, lead, position + 2);
+    apply_payload(op, third->sum, scratch->vals + 2 * XAGG_CHUNK_ELEMS);
+    bpf_spin_unlock(&lead->lock);
+    return verdict;
 }
 
 SEC("xdp.frags")
@@ -157,14 +217,30 @@ int xagg_fastpath(struct xdp_md *ctx)
     enum xagg_counter refused = xagg_check_datagram(hdr, len);
     if (refused != XAGG_ACCEPT)
         return count(refused, XDP_DROP);
-    vals = cursor_take(&c, XAGG_CHUNK_BYTES);
-    if (!vals) /* cannot happen after the length checks; the verifier wants it said */
-        return count(XAGG_CNT_DROP_TRUNCATED, XDP_DROP);
+    /* A jumbo chunk's values are copied out of the frame's buffers, wherever the driver put
+     * them: after the headers, so from the linear part or not (ihl is 5 here). */
+    struct xagg_jumbo_scratch *scratch = NULL;
+    const int jumbo = xagg_is_jumbo(hdr);
+    int sum_ok;
+    if (jumbo) {
+        __u32 zero = 0;
+        scratch = bpf_map_lookup_elem(&jumbo_scratch, &zero);
+        if (!scratch || bpf_xdp_load_bytes(ctx, XAGG_FRAME_HDR_BYTES, scratch->vals,
+                                           XAGG_JUMBO_CHUNK_BYTES) != 0)
+            return count(XAGG_CNT_DROP_TRUNCATED, XDP_DROP);
+        vals = NULL;
+        sum_ok = udp->check == 0 || udp_ones_sum_jumbo(ip, udp, c.end, scratch->vals) == 0xffff;
+    } else {
+        vals = cursor_take(&c, XAGG_CHUNK_BYTES);
+        if (!vals) /* cannot happen after the length checks; the verifier wants it said */
+            return count(XAGG_CNT_DROP_TRUNCATED, XDP_DROP);
+        sum_ok = udp_checksum_ok(ip, udp, XAGG_UDP_BYTES, c.end);
+    }
     /* Checked once the length is known to be a contribution's, before anything is added: a
      * payload corrupted between the sender's checksum and here (a switch's or NIC's memory, which
      * the per-link Ethernet FCS does not cover) is not summed. The host path's kernel drops the
      * same datagrams. */
-    if (!udp_checksum_ok(ip, udp, XAGG_UDP_BYTES, c.end))
+    if (!sum_ok)
         return count(XAGG_CNT_DROP_BAD_UDP_CHECKSUM, XDP_DROP);
 
     /* The sender: the job must exist, the frame carry its key, and the rank be sent from its
@@ -175,6 +251,9 @@ int xagg_fastpath(struct xdp_md *ctx)
     struct xagg_member *member = job ? bpf_map_lookup_elem(&members, &mkey) : NULL;
     refused = xagg_check_sender(job, member, mkey.rank, hdr->key, ip->saddr, udp->source);
     if (refused != XAGG_ACCEPT || !job || !member)
+        return count(refused, XDP_DROP);
+    refused = xagg_check_chunk_size(job, hdr);
+    if (refused != XAGG_ACCEPT)
         return count(refused, XDP_DROP);
     __u64 bit = 1ull << (mkey.rank & (XAGG_MAX_WORKERS - 1));
     /* Learn the member's MAC for the unicast fan-out; written only when it changes. */
@@ -188,33 +267,49 @@ int xagg_fastpath(struct xdp_md *ctx)
         return count(handed_over, XDP_PASS);
 
     __u32 round = bpf_ntohl(hdr->round);
-    /* region_base + region_chunks never exceeds the map's capacity (the loader checks it), and
-     * the array lookup bounds-checks the index anyway, so no job reaches beyond its region. */
-    __u32 index = 2 * (job->region_base + chunk) + (round & 1);
-    struct xagg_slot *slot = bpf_map_lookup_elem(&slots, &index);
-    if (!slot)
-        return count(XAGG_CNT_PASS_HOST_OVERFLOW, XDP_PASS);
-
     __u64 seen = 0;
-    enum xagg_slot_verdict verdict =
-        update_slot(slot, job->tag, chunk, round, hdr->exponent, bit, job->members, vals, &seen);
+    enum xagg_slot_verdict verdict;
+    if (jumbo) {
+        int found;
+        verdict = update_jumbo(job, chunk, round, hdr->exponent, bit, scratch, &seen, &found);
+        if (!found)
+            return count(XAGG_CNT_PASS_HOST_OVERFLOW, XDP_PASS);
+    } else {
+        /* region_base + region_chunks never exceeds the map's capacity (the loader checks it),
+         * and the array lookup bounds-checks the index anyway, so no job reaches beyond its
+         * region. */
+        __u32 index = 2 * (job->region_base + chunk) + (round & 1);
+        struct xagg_slot *slot = bpf_map_lookup_elem(&slots, &index);
+        if (!slot)
+            return count(XAGG_CNT_PASS_HOST_OVERFLOW, XDP_PASS);
+        verdict = update_slot(slot, job, chunk, round, hdr->exponent, bit, vals, &seen);
+    }
     enum xagg_counter outcome = xagg_verdict_counter(verdict, job);
-    switch (verdict) {
-    case XAGG_SLOT_COMPLETED:
+    if (verdict != XAGG_SLOT_COMPLETED && verdict != XAGG_SLOT_RESEND)
+        return count(outcome, XDP_DROP);
+
+    if (verdict == XAGG_SLOT_RESEND) {
+        xagg_make_result_hdr(hdr, seen, XAGG_F_RESENT);
+        address_to_sender(eth, ip, udp);
+    } else {
         xagg_make_result_hdr(hdr, seen, 0);
         /* XDP cannot copy a frame: a fan-out job's result goes up as it came, and TC ingress
          * copies it to each member. */
         if (outcome != XAGG_CNT_COMPLETED_FANOUT)
             address_to_group(eth, ip, udp, job);
-        udp_checksum_fill(ip, udp, XAGG_UDP_BYTES, c.end);
-        return count(outcome, outcome == XAGG_CNT_COMPLETED_FANOUT ? XDP_PASS : XDP_TX);
-    case XAGG_SLOT_RESEND:
-        xagg_make_result_hdr(hdr, seen, XAGG_F_RESENT);
-        address_to_sender(eth, ip, udp);
-        udp_checksum_fill(ip, udp, XAGG_UDP_BYTES, c.end);
-        return count(outcome, XDP_TX);
-    default: return count(outcome, XDP_DROP);
     }
+    if (jumbo) {
+        /* The headers are final: checksum them with the sum in the scratch copy, then copy the
+         * sum into the frame's buffers (the last access to the frame). */
+        udp->check = 0;
+        udp->check = udp_check_of(udp_ones_sum_jumbo(ip, udp, c.end, scratch->vals));
+        if (bpf_xdp_store_bytes(ctx, XAGG_FRAME_HDR_BYTES, scratch->vals, XAGG_JUMBO_CHUNK_BYTES) !=
+            0)
+            return count(XAGG_CNT_DROP_TRUNCATED, XDP_DROP); /* cannot happen: it was loaded */
+    } else {
+        udp_checksum_fill(ip, udp, XAGG_UDP_BYTES, c.end);
+    }
+    return count(outcome, outcome == XAGG_CNT_COMPLETED_FANOUT ? XDP_PASS : XDP_TX);
 }
 
 /*

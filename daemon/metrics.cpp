@@ -78,11 +78,11 @@ std::string render_metrics(const MetricsSnapshot &s)
     }
     {
         Family f(out, "xagg_job_chunks", "gauge",
-                 "Chunks of a job's gradient, by the path that serves them.");
+                 "Chunks of a job's gradient (of its chunk size), by the path that serves them.");
         for (const auto &j : s.jobs) {
             std::string job = "job=\"" + std::to_string(j.id) + "\"";
-            f.sample(job + ",path=\"fast\"", uint64_t{j.region_chunks});
-            f.sample(job + ",path=\"host\"", uint64_t{j.chunks - j.region_chunks});
+            f.sample(job + ",path=\"fast\"", uint64_t{j.region_chunks / j.parts()});
+            f.sample(job + ",path=\"host\"", uint64_t{(j.chunks - j.region_chunks) / j.parts()});
         }
     }
     {

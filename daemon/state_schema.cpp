@@ -26,6 +26,7 @@ json save_job(const Job &j)
     return {{"id", j.id},
             {"workers", j.workers},
             {"gradient_elems", j.gradient_elems},
+            {"chunk_elems", j.chunk_elems},
             {"chunks", j.chunks},
             {"region_base", j.region_base},
             {"region_chunks", j.region_chunks},
@@ -69,6 +70,13 @@ Job load_job(const json &j, bool keyed)
     job.id = j.at("id").get<uint32_t>();
     job.workers = j.at("workers").get<uint32_t>();
     job.gradient_elems = j.at("gradient_elems").get<uint64_t>();
+    // Files written before jumbo chunks have standard jobs only.
+    job.chunk_elems = j.value("chunk_elems", uint32_t{XAGG_CHUNK_ELEMS});
+    if (job.chunk_elems != XAGG_CHUNK_ELEMS && job.chunk_elems != XAGG_JUMBO_CHUNK_ELEMS)
+        throw std::invalid_argument("job " + std::to_string(job.id) + ": chunk_elems " +
+                                    std::to_string(job.chunk_elems) + " is neither " +
+                                    std::to_string(XAGG_CHUNK_ELEMS) + " nor " +
+                                    std::to_string(XAGG_JUMBO_CHUNK_ELEMS));
     job.chunks = j.at("chunks").get<uint32_t>();
     job.region_base = j.at("region_base").get<uint32_t>();
     job.region_chunks = j.at("region_chunks").get<uint32_t>();

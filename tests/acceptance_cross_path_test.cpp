@@ -54,6 +54,7 @@ protected:
         job.chunks = 1u << 20;
         job.region_base = added.spec.region_base;
         job.region_chunks = added.spec.region_chunks;
+        job.chunk_elems = added.spec.chunk_elems;
         job.tag = added.spec.tag;
         job.key = added.spec.key;
         job.host_path = added.spec.host_path;
@@ -112,9 +113,9 @@ INSTANTIATE_TEST_SUITE_P(Table, SameRefusalTest, ::testing::ValuesIn(kBadFrames)
                          [](const auto &tc) { return std::string(tc.param.name); });
 
 // The sums on the wire: little-endian int32 after the 40-byte header.
-std::vector<int32_t> values_of(const uint8_t *datagram)
+std::vector<int32_t> values_of(const uint8_t *datagram, size_t n = XAGG_CHUNK_ELEMS)
 {
-    std::vector<int32_t> v(XAGG_CHUNK_ELEMS);
+    std::vector<int32_t> v(n);
     for (size_t i = 0; i < v.size(); i++) {
         uint32_t le = 0;
         for (int b = 0; b < 4; b++)
@@ -167,6 +168,97 @@ TEST_F(CrossPathTest, OneSequenceGivesTheSameVerdictsAndSumsOnBothPaths)
         EXPECT_EQ(std::memcmp(replies[0].data.data() + 24, on_fast.out.data() + off::x_contrib, 8),
                   0);
         EXPECT_EQ(replies[0].data[5], on_fast.out[off::x_flags] | XAGG_F_FALLBACK);
+    }
+}
+
+// Jumbo chunks: a fast-path job and a host-path job of 2048-value chunks beside the others.
+constexpr uint32_t kJobJumbo = 6, kJobJumboHost = 7;
+
+class JumboCrossPathTest : public CrossPathTest {
+protected:
+    void SetUp() override
+    {
+        CrossPathTest::SetUp();
+        if (IsSkipped())
+            return;
+        add_job(kJobJumbo, 2, 24, 4 * XAGG_JUMBO_SLOT_PARTS, false, false, XAGG_JUMBO_CHUNK_ELEMS);
+        host_->put_job(host_job(jobs_.back()));
+        add_job(kJobJumboHost, 2, 0, 0, true, false, XAGG_JUMBO_CHUNK_ELEMS);
+        host_->put_job(host_job(jobs_.back()));
+    }
+
+    void same_refusal(const Bytes &frame, uint32_t action, enum xagg_counter fast,
+                      enum xagg_counter host)
+    {
+        expect_unchanged(frame, action, fast, 300);
+        std::vector<daemon::HostPs::Reply> replies;
+        EXPECT_EQ(counter_name(host_run(frame, replies)), std::string(counter_name(host)));
+        EXPECT_TRUE(replies.empty());
+    }
+};
+
+TEST_F(JumboCrossPathTest, AChunkOfTheOtherSizeIsRefusedAlikeOnBothPaths)
+{
+    for (uint32_t job : {kJobJumbo, kJobJumboHost}) {
+        SCOPED_TRACE(job);
+        same_refusal(contribution(job, 0, 0, 0).build(), XDP_DROP, XAGG_CNT_DROP_BAD_LENGTH,
+                     XAGG_CNT_DROP_BAD_LENGTH);
+    }
+    same_refusal(jumbo_contribution(kJobA, 0, 0, 0, jumbo_random(1)).build(), XDP_DROP,
+                 XAGG_CNT_DROP_BAD_LENGTH, XAGG_CNT_DROP_BAD_LENGTH);
+    same_refusal(jumbo_contribution(kJobHost, 0, 0, 0, jumbo_random(2)).build(), XDP_DROP,
+                 XAGG_CNT_DROP_BAD_LENGTH, XAGG_CNT_DROP_BAD_LENGTH);
+    // An index whose slot positions would pass 2^32: the fast path hands it over, the host path
+    // knows no job has such a chunk.
+    same_refusal(jumbo_contribution(kJobJumbo, 0, 0, 0x60000000u, jumbo_random(3)).build(),
+                 XDP_PASS, XAGG_CNT_PASS_HOST_OVERFLOW, XAGG_CNT_DROP_BAD_LENGTH);
+}
+
+TEST_F(JumboCrossPathTest, OneSequenceGivesTheSameVerdictsAndSumsOnBothPaths)
+{
+    struct Step {
+        uint32_t rank, round;
+        int8_t exponent;
+        uint32_t seed;
+        enum xagg_counter outcome;
+    };
+    const Step steps[] = {
+        {0, 0, 3, 11, XAGG_CNT_AGGREGATED},
+        {0, 0, 3, 11, XAGG_CNT_DROP_DUPLICATE},
+        {1, 0, 4, 22, XAGG_CNT_DROP_BAD_EXPONENT},
+        {1, 0, 3, 23, XAGG_CNT_COMPLETED},
+        {0, 0, 3, 11, XAGG_CNT_RESENT},
+        {0, 1, 3, 5, XAGG_CNT_AGGREGATED},
+        {1, 1, 3, 6, XAGG_CNT_COMPLETED},
+        {0, 2, 3, 7, XAGG_CNT_AGGREGATED},
+        {1, 0, 3, 1, XAGG_CNT_DROP_STALE_ROUND},
+    };
+    std::vector<int32_t> round_values[3][2];
+    for (const Step &s : steps) {
+        SCOPED_TRACE(std::string("rank ") + std::to_string(s.rank) + " round " +
+                     std::to_string(s.round) + ", expecting " + counter_name(s.outcome));
+        const std::vector<int32_t> values = jumbo_random(s.seed);
+        if (s.outcome == XAGG_CNT_AGGREGATED || s.outcome == XAGG_CNT_COMPLETED)
+            round_values[s.round][s.rank] = values;
+        Frame fast = jumbo_contribution(kJobJumbo, s.rank, s.round, 1, values);
+        fast.exponent = s.exponent;
+        const uint32_t action =
+            s.outcome == XAGG_CNT_COMPLETED || s.outcome == XAGG_CNT_RESENT ? XDP_TX : XDP_DROP;
+        const Result on_fast = expect(fast.build(), action, s.outcome, 1000);
+
+        Frame host = jumbo_contribution(kJobJumboHost, s.rank, s.round, 1, values);
+        host.exponent = s.exponent;
+        std::vector<daemon::HostPs::Reply> replies;
+        EXPECT_EQ(counter_name(host_run(host.build(), replies)),
+                  std::string(counter_name(s.outcome)));
+        ASSERT_EQ(replies.size(), action == XDP_TX ? 1u : 0u);
+        if (replies.empty())
+            continue;
+        // The exact sum of the round, on both paths.
+        const auto want = sum_of({round_values[s.round][0], round_values[s.round][1]});
+        ASSERT_EQ(replies[0].size, size_t{XAGG_JUMBO_CHUNK_BYTES + sizeof(xagg_hdr)});
+        EXPECT_EQ(values_of(replies[0].data.data(), XAGG_JUMBO_CHUNK_ELEMS), want);
+        EXPECT_EQ(values_of(on_fast.out.data() + off::x, XAGG_JUMBO_CHUNK_ELEMS), want);
     }
 }
 

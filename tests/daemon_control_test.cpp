@@ -123,6 +123,27 @@ TEST_F(ControlTest, CreateJoinShowLeaveDelete)
     EXPECT_EQ(saves_, 5);  // every change, and only changes, is persisted
 }
 
+// A jumbo job counts its own chunks to users, and takes three slot positions of memory per chunk,
+// whole chunks only, wherever the division of memory would cut one.
+TEST_F(ControlTest, JumboJobsCountTheirChunksAndTakeWholeChunksOfMemory)
+{
+    json r = call(R"({"op":"create_job","workers":2,"gradient_elems":409600,"chunk_elems":2048})");
+    ASSERT_EQ(r["ok"], true) << r;
+    EXPECT_EQ(r["job"]["chunk_elems"], 2048);
+    EXPECT_EQ(r["job"]["chunks"], 200);  // 409600 / 2048
+    EXPECT_EQ(r["job"]["fast_path_chunks"], 200);
+    EXPECT_EQ(jobs_.find(1)->region_chunks, 600u) << "three positions per chunk";
+    // A standard job of weight 3 arrives and gets the 600 positions it needs of the 1000; the
+    // 400 left are not a whole number of jumbo chunks: the jumbo job keeps 133 (399 positions).
+    r = call(R"({"op":"create_job","workers":2,"gradient_elems":460800,"weight":3})");
+    ASSERT_EQ(r["ok"], true) << r;
+    r = call(R"({"op":"show_job","job":1})");
+    EXPECT_EQ(r["job"]["fast_path_chunks"], 133);
+    EXPECT_EQ(r["job"]["host_path_chunks"], 67);
+    EXPECT_EQ(jobs_.find(1)->region_chunks % XAGG_JUMBO_SLOT_PARTS, 0u);
+    EXPECT_EQ(call(R"({"op":"list_jobs"})")["jobs"][1]["chunk_elems"], 768);
+}
+
 TEST_F(ControlTest, MemoryIsRedividedByWeightAsJobsComeAndGo)
 {
     // 1000 chunks of capacity, 256 guaranteed per job. Alone, a 600-chunk job gets all it needs.
@@ -244,6 +265,8 @@ TEST_F(ControlTest, BadRequestsAreRefusedAndChangeNothing)
     expect_refused(R"({"op":"create_job","workers":2,"gradient_elems":3,"policy":"panic"})",
                    "'policy' must be \"wait\" or \"evict\"");
     expect_refused(R"({"op":"create_job","id":5,"workers":2,"gradient_elems":3})", "job 5 exists");
+    expect_refused(R"({"op":"create_job","workers":2,"gradient_elems":3,"chunk_elems":1024})",
+                   "chunk_elems must be 768 or 2048");
     expect_refused(R"({"op":"join","job":9,"rank":0,"addr":"10.0.0.1","port":1})", "no job 9");
     expect_refused(R"({"op":"join","job":5,"rank":2,"addr":"10.0.0.3","port":1})",
                    "rank 2 is not below the job's 2 workers");
@@ -256,7 +279,7 @@ TEST_F(ControlTest, BadRequestsAreRefusedAndChangeNothing)
     expect_refused(R"({"op":"leave","job":5,"rank":1})", "rank 1 is not a member of job 5");
     expect_refused(std::string(kMaxRequestBytes + 1, ' '), "request larger than 65536 bytes");
     json stats = call(R"({"op":"stats"})");
-    EXPECT_EQ(stats["request_errors"], 18);
+    EXPECT_EQ(stats["request_errors"], 19);
     EXPECT_EQ(stats["counters"]["completed"], 42);
 }
 

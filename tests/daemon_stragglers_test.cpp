@@ -67,6 +67,23 @@ TEST(StragglerWatchTest, OverduePartialRoundsAreReportedOnceWithTheMissingRanks)
     EXPECT_EQ(watch.total(4), 0u);
 }
 
+// A jumbo chunk's three slot parts are one chunk: one event, named by the job's chunk index.
+TEST(StragglerWatchTest, AJumboChunkIsReportedOnceByItsOwnIndex)
+{
+    Job job = three_workers();
+    job.chunk_elems = XAGG_JUMBO_CHUNK_ELEMS;
+    std::vector<xagg_slot> slots(12);  // jumbo chunks 0 and 1: positions 0-2 and 3-5
+    for (uint32_t part = 0; part < 3; part++)
+        slots[2 * (3 + part)] = slot(4, 2, 0b101, 1000 * kMs, 3 + part);
+    StragglerWatch watch;
+    auto events = watch.scan(job, region_states(slots), 1200 * kMs);
+    ASSERT_EQ(events.size(), 1u);
+    EXPECT_EQ(events[0].chunk, 1u);
+    EXPECT_EQ(events[0].round, 2u);
+    EXPECT_EQ(events[0].missing, 0b010u);
+    EXPECT_EQ(watch.total(4), 1u);
+}
+
 TEST(StragglerWatchTest, OtherJobsSlotsAndUnusedSlotsAreIgnored)
 {
     Job job = three_workers();

@@ -151,6 +151,30 @@ protected:
         }
     }
 
+    // Creates job `id` of `chunks` chunks of `chunk_elems` values, joins its two workers (from
+    // worker namespaces first_host and first_host + 1) and returns the job key.
+    std::string create_pair(uint32_t id, uint32_t chunks, uint32_t chunk_elems, unsigned first_host)
+    {
+        json r = control(socket_, {{"op", "create_job"},
+                                   {"id", id},
+                                   {"workers", 2},
+                                   {"gradient_elems", chunks * chunk_elems},
+                                   {"chunk_elems", chunk_elems}});
+        EXPECT_EQ(r["ok"], true) << r;
+        std::string key;
+        for (unsigned rank = 0; rank < 2; rank++) {
+            json joined = control(socket_, {{"op", "join"},
+                                            {"job", id},
+                                            {"rank", rank},
+                                            {"addr", worker_addr(first_host + rank)},
+                                            {"port", 9872}});
+            EXPECT_EQ(joined["ok"], true) << joined;
+            EXPECT_EQ(joined["job"]["chunk_elems"], chunk_elems) << joined;
+            key = joined.value("key", "");
+        }
+        return key;
+    }
+
     std::string key_;  // kJob's key, from the last join_all
 };
 
@@ -401,24 +425,8 @@ TEST_F(DaemonIntegration, MemoryMovesBetweenLiveJobsAndEverySumStaysExact)
     // 64 chunks, 16 guaranteed per job: job 7 alone holds all its 48; with job 8 beside it each
     // gets 32, and job 7 grows back when job 8 is deleted. Both moves happen under traffic.
     auto daemon = start_daemon(write_config(topo, 64, 16), "xaggd.log");
-    // Creates job `id`, joins its two workers and returns the job key.
     auto create = [&](uint32_t id, unsigned first_host) {
-        json r = control(socket_, {{"op", "create_job"},
-                                   {"id", id},
-                                   {"workers", 2},
-                                   {"gradient_elems", kChunks * XAGG_CHUNK_ELEMS}});
-        EXPECT_EQ(r["ok"], true) << r;
-        std::string key;
-        for (unsigned rank = 0; rank < 2; rank++) {
-            json joined = control(socket_, {{"op", "join"},
-                                            {"job", id},
-                                            {"rank", rank},
-                                            {"addr", worker_addr(first_host + rank)},
-                                            {"port", 9872}});
-            EXPECT_EQ(joined["ok"], true) << joined;
-            key = joined.value("key", "");
-        }
-        return key;
+        return create_pair(id, kChunks, XAGG_CHUNK_ELEMS, first_host);
     };
     auto fast_chunks = [&](uint32_t id) {
         return control(socket_, {{"op", "show_job"}, {"job", id}})["job"]["fast_path_chunks"];
@@ -451,6 +459,52 @@ TEST_F(DaemonIntegration, MemoryMovesBetweenLiveJobsAndEverySumStaysExact)
               uint64_t{kRoundsA + kRoundsB} * kChunks)
         << stats;
     EXPECT_GT(stats["host_counters"]["completed"], 0) << stats;
+}
+
+// Jumbo chunks (2048 values, 8274-byte frames, multi-buffer XDP on MTU-9000 veths) beside
+// standard ones on one aggregator, both jobs split between the fast path and the host path, with
+// 5% loss on every worker link: every result exact.
+TEST_F(DaemonIntegration, JumboAndStandardJobsShareTheAggregatorUnderLossAndStayExact)
+{
+    constexpr uint32_t kStandardChunks = 40, kJumboChunks = 20, kRounds = 20;
+    Topology topo("j", 4);
+    const std::string lossy = XAGG_BINARY_DIR "/bpf/xdp_lossy.bpf.o";
+    for (unsigned r = 0; r < 4; r++)
+        for (const auto &[ns, dev] : {std::pair{topo.worker(r), std::string("eth0")},
+                                      std::pair{topo.sw(), "w" + std::to_string(r)}})
+            ASSERT_EQ(run_command("ip -n " + ns + " link set dev " + dev + " xdpdrv obj " + lossy +
+                                  " sec xdp.frags"),
+                      "");
+    // 64 slot positions, 16 guaranteed per job. The standard job wants 40, the jumbo job 60
+    // (three per chunk); the 32 left are shared evenly: 32 positions each, which for the jumbo
+    // job is 10 whole chunks (30 positions).
+    auto daemon = start_daemon(write_config(topo, 64, 16), "xaggd.log");
+    const std::string key7 = create_pair(7, kStandardChunks, XAGG_CHUNK_ELEMS, 0);
+    const std::string key8 = create_pair(8, kJumboChunks, XAGG_JUMBO_CHUNK_ELEMS, 2);
+    json job7 = control(socket_, {{"op", "show_job"}, {"job", 7}})["job"];
+    json job8 = control(socket_, {{"op", "show_job"}, {"job", 8}})["job"];
+    EXPECT_EQ(job7["fast_path_chunks"], 32) << job7;
+    EXPECT_EQ(job7["host_path_chunks"], 8) << job7;
+    EXPECT_EQ(job8["fast_path_chunks"], 10) << job8;
+    EXPECT_EQ(job8["host_path_chunks"], 10) << job8;
+
+    WorkerRun standard = worker_run(7, 2, kStandardChunks, kRounds, "239.77.0.7", key7);
+    WorkerRun jumbo = worker_run(8, 2, kJumboChunks, kRounds, "239.77.0.8", key8);
+    jumbo.first_host = 2;
+    jumbo.chunk_elems = XAGG_JUMBO_CHUNK_ELEMS;
+    std::filesystem::create_directories(dir_ + "/a");
+    std::filesystem::create_directories(dir_ + "/b");
+    auto a = start_demo_workers(topo, standard, dir_ + "/a");
+    auto b = start_demo_workers(topo, jumbo, dir_ + "/b");
+    expect_all_exact(a, uint64_t{kRounds} * kStandardChunks);
+    expect_all_exact(b, uint64_t{kRounds} * kJumboChunks);
+
+    // Each chunk-round completed exactly once, on the path that holds it: the fast path the
+    // regions, the host path the rest.
+    json stats = control(socket_, {{"op", "stats"}});
+    EXPECT_EQ(stats["counters"]["completed"], uint64_t{kRounds} * (32 + 10)) << stats;
+    EXPECT_EQ(stats["host_counters"]["completed"], uint64_t{kRounds} * (8 + 10)) << stats;
+    EXPECT_EQ(stats["counters"]["drop_bad_length"], 0) << stats;
 }
 
 // One request over the TCP control API, sent from a worker's namespace as a remote worker would.

@@ -102,9 +102,11 @@ TEST_F(XaggctlIntegration, EverySubcommandShowsWhatTheDaemonHoldsAfterRealTraffi
         ctl("job create --id 7 --workers 3 --elems 98304 --policy evict "
             "--timeout-ms 5000");
     ASSERT_EQ(created.code, 0) << created.out;
-    EXPECT_EQ(line_starting(created.out, "job 7"), "job 7: 3 workers, 98304 values (128 chunks)");
+    EXPECT_EQ(line_starting(created.out, "job 7"),
+              "job 7: 3 workers, 98304 values (128 chunks of 768)");
     EXPECT_EQ(line_starting(created.out, "memory"),
-              "memory    96 chunks on the fast path (slots 0-95), 32 on the host path; weight 1.0");
+              "memory    96 chunks on the fast path (slot positions 0-95), 32 on the host path; "
+              "weight 1.0");
     EXPECT_EQ(line_starting(created.out, "progress"), "progress  no contribution yet");
     std::string key;
     for (unsigned rank = 0; rank < kWorkers; rank++) {

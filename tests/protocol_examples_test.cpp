@@ -207,7 +207,8 @@ TEST_F(ProtocolExamplesTest, EveryExampleFrameDoesWhatTheDocumentSays)
             continue;
         Bytes want_datagram(reply->bytes.begin() + off::x, reply->bytes.end());
         want_datagram[off::x_flags - off::x] |= XAGG_F_FALLBACK;
-        EXPECT_EQ(Bytes(replies[0].data.begin(), replies[0].data.end()), want_datagram);
+        EXPECT_EQ(Bytes(replies[0].data.begin(), replies[0].data.begin() + replies[0].size),
+                  want_datagram);
         EXPECT_EQ(std::memcmp(&replies[0].to.sin_addr.s_addr, &reply->bytes[off::ip_dst], 4), 0);
         EXPECT_EQ(std::memcmp(&replies[0].to.sin_port, &reply->bytes[off::udp_dport], 2), 0);
     }

@@ -52,7 +52,7 @@ TEST(RenderTest, Units)
 api::Job sample_job()
 {
     return json::
-        parse(R"({"id":7,"iterations":0,"arrival":0,"tag":1,"workers":3,"gradient_elems":32768,"chunks":128,
+        parse(R"({"id":7,"iterations":0,"arrival":0,"tag":1,"workers":3,"gradient_elems":32768,"chunk_elems":768,"chunks":128,
         "region_base":0,"fast_path_chunks":96,"host_path_chunks":32,"policy":"evict",
         "timeout_ms":5000,"evict_after":3,"evicted_ranks":[2],"evictions":1,"weight":1.0,
         "host_path":false,"fanout":false,"group":"239.77.0.7","group_port":9872,
@@ -78,10 +78,11 @@ TEST(RenderTest, JobList)
 TEST(RenderTest, JobShowsMembersProgressAndStragglers)
 {
     EXPECT_EQ(render_job(sample_job()),
-              "job 7: 3 workers, 32768 values (128 chunks)\n"
+              "job 7: 3 workers, 32768 values (128 chunks of 768)\n"
               "policy    evict (straggler timeout 5000 ms, evict after 3 timeouts)\n"
               "delivery  multicast to 239.77.0.7:9872\n"
-              "memory    96 chunks on the fast path (slots 0-95), 32 on the host path; weight 1.0\n"
+              "memory    96 chunks on the fast path (slot positions 0-95), 32 on the host path; "
+              "weight 1.0\n"
               "progress  round 10: 100 of 128 chunks complete, 28 in flight, 0 not started; "
               "oldest chunk at round 9\n"
               "evicted   2 (1 evictions so far)\n"

@@ -97,10 +97,11 @@ api::Job job_view(const Job &j)
     v.id = j.id;
     v.workers = j.workers;
     v.gradient_elems = j.gradient_elems;
-    v.chunks = j.chunks;
+    v.chunk_elems = j.chunk_elems;
+    v.chunks = j.wire_chunks();
     v.region_base = j.region_base;
-    v.fast_path_chunks = j.region_chunks;
-    v.host_path_chunks = j.chunks - j.region_chunks;
+    v.fast_path_chunks = j.region_chunks / j.parts();
+    v.host_path_chunks = (j.chunks - j.region_chunks) / j.parts();
     v.policy = to_string(j.policy);
     v.timeout_ms = j.timeout_ms;
     v.evict_after = j.evict_after;
@@ -227,7 +228,7 @@ json ControlApi::handle(const json &request)
 json ControlApi::create_job(const json &r)
 {
     allow_only(r, {"id", "workers", "gradient_elems", "policy", "timeout_ms", "evict_after",
-                   "weight", "iterations", "host_path", "fanout"});
+                   "weight", "iterations", "host_path", "fanout", "chunk_elems"});
     JobRequest req;
     if (r.contains("id"))
         req.id = static_cast<uint32_t>(number(r, "id", XAGG_MAX_JOB_ID));
@@ -249,6 +250,8 @@ json ControlApi::create_job(const json &r)
     req.iterations = number_or(r, "iterations", uint64_t{1} << 40, 0);
     req.host_path = flag_or(r, "host_path", false);
     req.fanout = flag_or(r, "fanout", false);
+    req.chunk_elems =
+        static_cast<uint32_t>(number_or(r, "chunk_elems", XAGG_MAX_CHUNK_ELEMS, XAGG_CHUNK_ELEMS));
 
     const Job &job = jobs_.create(req);
     const uint32_t id = job.id;
@@ -290,8 +293,9 @@ bool ControlApi::rebalance()
     for (const auto &[id, kept] : keep) {
         jobs_.set_region(id, layout[id]);
         datapath_.grow_fast(*jobs_.find(id), kept);
-        spdlog::info("job {}: {} of its {} chunks on the fast path (slots from chunk {})", id,
-                     layout[id].chunks, jobs_.find(id)->chunks, layout[id].base);
+        const Job &job = *jobs_.find(id);
+        spdlog::info("job {}: {} of its {} chunks on the fast path (slot positions from {})", id,
+                     job.region_chunks / job.parts(), job.wire_chunks(), job.region_base);
     }
     return !keep.empty();
 }

@@ -79,8 +79,11 @@ void BothPaths::shrink_fast(const Job &job, uint32_t keep)
 {
     before_move_();
     MoveTimer timer;
+    // Steps of whole chunks: a jumbo chunk's parts move together (keep and the region are
+    // multiples of its parts too).
+    const uint32_t step_size = kMoveStep / job.parts() * job.parts();
     for (uint32_t end = job.region_chunks; end > keep;) {
-        const uint32_t first = end - std::min(kMoveStep, end - keep);
+        const uint32_t first = end - std::min(step_size, end - keep);
         Job step = job;
         step.region_chunks = first;
         timer.hold();
@@ -106,8 +109,9 @@ void BothPaths::grow_fast(const Job &job, uint32_t from)
 {
     before_move_();
     MoveTimer timer;
+    const uint32_t step_size = kMoveStep / job.parts() * job.parts();
     for (uint32_t first = from; first < job.region_chunks;) {
-        const uint32_t end = first + std::min(kMoveStep, job.region_chunks - first);
+        const uint32_t end = first + std::min(step_size, job.region_chunks - first);
         Job step = job;
         step.region_chunks = end;
         timer.hold();

@@ -10,6 +10,7 @@ JobSpec job_spec(const Job &job)
     spec.members = job.member_bitmap();
     spec.region_base = job.region_base;
     spec.region_chunks = job.region_chunks;
+    spec.chunk_elems = static_cast<uint16_t>(job.chunk_elems);
     spec.host_path = job.host_path;
     spec.fanout = job.fanout;
     spec.group = job.group;

@@ -29,7 +29,7 @@ static_assert(__BYTE_ORDER == __LITTLE_ENDIAN,
 
 constexpr unsigned kBatch = 64;
 // Room for more than a chunk's datagram, so that an oversized one is seen (and refused) as such.
-constexpr size_t kMaxDatagram = wire::kDatagramBytes + 1;
+constexpr size_t kMaxDatagram = wire::kMaxDatagramBytes + 1;
 
 int bind_socket(uint16_t port, unsigned ifindex)
 {
@@ -181,7 +181,7 @@ void HostPs::import_slots(const Job &job, uint32_t first_chunk, std::span<const 
         const auto chunk = first_chunk + static_cast<uint32_t>(i / 2);
         const bool has[2] = {xagg_slot_owned(&slots[i], job.tag, chunk) != 0,
                              xagg_slot_owned(&slots[i + 1], job.tag, chunk) != 0};
-        Shard &shard = shards_[chunk % kShards];
+        Shard &shard = shard_of(chunk);
         std::lock_guard g(shard.lock);
         const uint64_t key = uint64_t{job.id} << 32 | chunk;
         if (!has[0] && !has[1]) {
@@ -198,7 +198,7 @@ HostStore::Exported HostPs::export_slots(uint32_t job_id, uint32_t first, uint32
 {
     Exported out;
     for (uint32_t chunk = first; chunk < end; chunk++) {
-        Shard &shard = shards_[chunk % kShards];
+        Shard &shard = shard_of(chunk);
         std::lock_guard g(shard.lock);
         auto it = shard.slots.find(uint64_t{job_id} << 32 | chunk);
         if (it == shard.slots.end())
@@ -215,7 +215,7 @@ std::vector<SlotState> HostPs::slot_states(const Job &job) const
 {
     std::vector<SlotState> out;
     for (uint32_t chunk = job.region_chunks; chunk < job.chunks; chunk++) {
-        const Shard &shard = shards_[chunk % kShards];
+        const Shard &shard = shard_of(chunk);
         std::lock_guard g(shard.lock);
         auto it = shard.slots.find(uint64_t{job.id} << 32 | chunk);
         if (it == shard.slots.end())
@@ -271,31 +271,53 @@ enum xagg_counter HostPs::handle(const Jobs &jobs, std::span<const uint8_t> data
         refused != XAGG_ACCEPT)
         return outcome(refused);
 
+    if (auto refused = xagg_check_chunk_size(&served->entry, &h); refused != XAGG_ACCEPT)
+        return outcome(refused);
+
     const Job &job = served->job;
     const uint32_t chunk = be32toh(h.chunk), round = be32toh(h.round);
+    const uint32_t parts = xagg_job_parts(&served->entry);
+    const uint64_t position = uint64_t{chunk} * parts;
+    // No job has 2^32 slot positions, so a jumbo chunk index that reaches past them cannot be
+    // one of its chunks: its length is wrong for any index it could have.
+    if (position + parts - 1 > UINT32_MAX)
+        return outcome(XAGG_CNT_DROP_BAD_LENGTH);
     // Held, or a chunk the fast path serves (a datagram passed up before it took over).
     auto held = jobs.held.find(job_id);
-    if ((held != jobs.held.end() && chunk >= held->second.first && chunk < held->second.second) ||
+    if ((held != jobs.held.end() && position >= held->second.first &&
+         position < held->second.second) ||
         xagg_route(&served->entry, chunk) == XAGG_ACCEPT)
         return outcome(XAGG_CNT_DROP_MOVING);
 
-    int32_t vals[XAGG_CHUNK_ELEMS];
-    std::memcpy(vals, datagram.data() + sizeof(h), sizeof(vals));
+    // The values, padded to whole slot parts (the last part's tail is added along, never sent).
+    const size_t values = be16toh(h.nelem);
+    alignas(64) int32_t vals[XAGG_JUMBO_SLOT_PARTS * XAGG_CHUNK_ELEMS] = {};
+    std::memcpy(vals, datagram.data() + sizeof(h), values * sizeof(int32_t));
     __u64 seen = 0;
     enum xagg_slot_verdict verdict;
     {
-        Shard &shard = shards_[chunk % kShards];
+        const auto first = static_cast<uint32_t>(position);
+        Shard &shard = shard_of(first);
         std::lock_guard g(shard.lock);
-        auto &pair = shard.slots[uint64_t{job_id} << 32 | chunk];
-        verdict = xagg_slot_update(&pair[round & 1], monotonic_ns(), job.tag, chunk, round,
-                                   h.exponent, 1ull << rank, served->entry.members, vals, &seen);
+        const uint64_t key = uint64_t{job_id} << 32 | first;
+        xagg_slot &lead = shard.slots[key][round & 1];
+        enum xagg_payload_op op;
+        verdict = xagg_slot_decide(&lead, monotonic_ns(), job.tag, first, round, h.exponent,
+                                   1ull << rank, served->entry.members, &op, &seen);
+        xagg_payload_apply(op, lead.sum, vals);
+        for (uint32_t part = 1; part < parts; part++) {
+            xagg_slot &next = shard.slots[key + part][round & 1];
+            xagg_slot_follow(&next, &lead, first + part);
+            xagg_payload_apply(op, next.sum, vals + part * XAGG_CHUNK_ELEMS);
+        }
     }
     auto reply = [&](const sockaddr_in &to, uint8_t extra_flags) {
         Reply &r = replies.emplace_back();
         xagg_hdr result = h;
         xagg_make_result_hdr(&result, seen, XAGG_F_FALLBACK | extra_flags);
         std::memcpy(r.data.data(), &result, sizeof(result));
-        std::memcpy(r.data.data() + sizeof(result), vals, sizeof(vals));
+        std::memcpy(r.data.data() + sizeof(result), vals, values * sizeof(int32_t));
+        r.size = sizeof(result) + values * sizeof(int32_t);
         r.to = to;
     };
     const enum xagg_counter result = xagg_verdict_counter(verdict, &served->entry);
@@ -360,7 +382,7 @@ void HostPs::serve(int fd, size_t thread)
             unsigned k = 0;
             for (; k < kBatch && sent + k < out.size(); k++) {
                 Reply &o = out[sent + k];
-                oiov[k] = {o.data.data(), o.data.size()};
+                oiov[k] = {o.data.data(), o.size};
                 omsgs[k].msg_hdr.msg_iov = &oiov[k];
                 omsgs[k].msg_hdr.msg_iovlen = 1;
                 omsgs[k].msg_hdr.msg_name = &o.to;

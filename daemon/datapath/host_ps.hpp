@@ -52,7 +52,8 @@ public:
 
     // A datagram to send: a result, to the group, a member, or the one who asked again.
     struct Reply {
-        std::array<uint8_t, wire::kDatagramBytes> data;
+        std::array<uint8_t, wire::kMaxDatagramBytes> data;
+        size_t size = 0;  // of data: a standard or a jumbo chunk's datagram
         sockaddr_in to;
     };
     // One datagram received from `from`: checked by the acceptance rule (xagg/check.h, the
@@ -72,9 +73,10 @@ private:
     struct Jobs : std::map<uint32_t, ServedJob> {
         std::map<uint32_t, std::pair<uint32_t, uint32_t>> held;  // job -> chunks [first, end)
     };
+    // Slots by job << 32 | slot position; a jumbo chunk's parts share a shard (and its lock).
     struct Shard {
         mutable std::mutex lock;
-        std::unordered_map<uint64_t, std::array<xagg_slot, 2>> slots;  // key: job << 32 | chunk
+        std::unordered_map<uint64_t, std::array<xagg_slot, 2>> slots;
     };
     static constexpr unsigned kShards = 64;
 
@@ -88,6 +90,14 @@ private:
     // Waits until every serving thread is idle or works from `version` or later.
     void wait_for_threads(uint64_t version) const;
     void count(enum xagg_counter c, uint64_t n = 1) { counters_[c].fetch_add(n); }
+    Shard &shard_of(uint32_t position)
+    {
+        return shards_[position / XAGG_JUMBO_SLOT_PARTS % kShards];
+    }
+    const Shard &shard_of(uint32_t position) const
+    {
+        return shards_[position / XAGG_JUMBO_SLOT_PARTS % kShards];
+    }
 
     uint16_t port_;
     unsigned ifindex_;

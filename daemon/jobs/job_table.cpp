@@ -118,10 +118,13 @@ std::map<uint32_t, Region> JobTable::layout(const std::map<uint32_t, uint64_t> &
     }
     std::map<uint32_t, Region> out;
     uint32_t base = 0;
-    for (const auto &[id, chunks] :
+    for (const auto &[id, given] :
          sched::divide(policy_, capacity_chunks_, min_job_chunks_, demands)) {
-        out[id] = chunks ? Region{base, static_cast<uint32_t>(chunks)} : Region{};
-        base += static_cast<uint32_t>(chunks);
+        // Whole chunks only: a jumbo chunk's parts are never split between the paths.
+        const uint32_t parts = jobs_.at(id).parts();
+        const auto chunks = static_cast<uint32_t>(given / parts * parts);
+        out[id] = chunks ? Region{base, chunks} : Region{};
+        base += chunks;
     }
     return out;
 }
@@ -132,7 +135,8 @@ void JobTable::set_region(uint32_t id, Region region)
         refuse("region lies beyond the fast-path capacity", Refusal::no_room);
     Job &job = get(id);
     job.region_base = region.base;
-    job.region_chunks = std::min(region.chunks, job.chunks);
+    // Whole chunks only: a jumbo chunk's parts are never split between the paths.
+    job.region_chunks = std::min(region.chunks, job.chunks) / job.parts() * job.parts();
 }
 
 const Job &JobTable::create(const JobRequest &r)
@@ -143,9 +147,13 @@ const Job &JobTable::create(const JobRequest &r)
         refuse("workers must be 1..64");
     if (r.gradient_elems == 0)
         refuse("gradient_elems must be positive");
-    uint64_t chunks = (r.gradient_elems + XAGG_CHUNK_ELEMS - 1) / XAGG_CHUNK_ELEMS;
+    if (r.chunk_elems != XAGG_CHUNK_ELEMS && r.chunk_elems != XAGG_JUMBO_CHUNK_ELEMS)
+        refuse("chunk_elems must be " + std::to_string(XAGG_CHUNK_ELEMS) + " or " +
+               std::to_string(XAGG_JUMBO_CHUNK_ELEMS));
+    const uint32_t parts = r.chunk_elems == XAGG_JUMBO_CHUNK_ELEMS ? XAGG_JUMBO_SLOT_PARTS : 1;
+    uint64_t chunks = (r.gradient_elems + r.chunk_elems - 1) / r.chunk_elems * parts;
     if (chunks > UINT32_MAX)
-        refuse("gradient_elems is too large (at most 2^32 chunks of 768 values)");
+        refuse("gradient_elems is too large (at most 2^32 slots of 768 values)");
     if (r.timeout_ms == 0)
         refuse("timeout_ms must be positive");
     if (r.evict_after == 0)
@@ -167,6 +175,7 @@ const Job &JobTable::create(const JobRequest &r)
     job.id = id;
     job.workers = r.workers;
     job.gradient_elems = r.gradient_elems;
+    job.chunk_elems = r.chunk_elems;
     job.chunks = static_cast<uint32_t>(chunks);
     job.policy = r.policy;
     job.timeout_ms = r.timeout_ms;

@@ -36,15 +36,22 @@ struct JobRequest {
     uint64_t iterations = 0;     // all-reduces the job will run; 0 = not said (benefit policy)
     bool host_path = false;      // all chunks to the host-side parameter server
     bool fanout = false;         // unicast fan-out instead of multicast results
+    uint32_t chunk_elems = XAGG_CHUNK_ELEMS;  // or XAGG_JUMBO_CHUNK_ELEMS (MTU 9000)
 };
 
+// Counts in a Job: `chunks`, `region_base` and `region_chunks` are slot positions, the unit of
+// fast-path memory (include/xagg/fastpath.h), one per standard chunk and XAGG_JUMBO_SLOT_PARTS
+// per jumbo chunk, so that every part of the daemon that sizes, moves and scans memory works
+// alike for both sizes; only what faces users and the wire counts the job's own chunks
+// (wire_chunks()).
 struct Job {
     uint32_t id = 0;
     uint32_t workers = 0;
     uint64_t gradient_elems = 0;
-    uint32_t chunks = 0;         // ceil(gradient_elems / XAGG_CHUNK_ELEMS)
-    uint32_t region_base = 0;    // fast-path slots [region_base, region_base + region_chunks)
-    uint32_t region_chunks = 0;  // chunks on the fast path; the rest go to the host path
+    uint32_t chunk_elems = XAGG_CHUNK_ELEMS;  // values per chunk on the wire: 768 or 2048
+    uint32_t chunks = 0;         // slot positions: ceil(gradient_elems / chunk_elems) * parts()
+    uint32_t region_base = 0;    // fast-path positions [region_base, region_base + region_chunks)
+    uint32_t region_chunks = 0;  // positions on the fast path (a multiple of parts())
     StragglerPolicy policy = StragglerPolicy::wait;
     uint32_t timeout_ms = 0;
     uint32_t evict_after = 3;
@@ -61,6 +68,13 @@ struct Job {
     uint16_t group_port = 0;
     std::map<uint32_t, Member> members;  // by rank
 
+    // Slot positions one chunk takes.
+    uint32_t parts() const
+    {
+        return chunk_elems == XAGG_JUMBO_CHUNK_ELEMS ? XAGG_JUMBO_SLOT_PARTS : 1;
+    }
+    // The job's chunks as workers count them.
+    uint32_t wire_chunks() const { return chunks / parts(); }
     uint64_t all_ranks() const { return workers == 64 ? ~0ull : (1ull << workers) - 1; }
     // The ranks whose contributions complete a chunk.
     uint64_t member_bitmap() const { return all_ranks() & ~evicted; }

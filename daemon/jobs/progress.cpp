@@ -21,17 +21,17 @@ JobProgress job_progress(const Job &job, const std::vector<SlotState> &slots)
         bool complete;
     };
     const uint64_t members = job.member_bitmap();
-    std::map<uint32_t, Latest> latest;  // by chunk
+    std::map<uint32_t, Latest> latest;  // by the job's chunk (a jumbo chunk's parts are one)
     for (const SlotState &s : slots) {
         if (s.tag != job.tag || s.seen == 0 || s.chunk >= job.chunks)
             continue;
         Latest here{s.round, (s.seen & members) == members};
-        auto [it, inserted] = latest.emplace(s.chunk, here);
+        auto [it, inserted] = latest.emplace(s.chunk / job.parts(), here);
         if (!inserted && newer(s.round, it->second.round))
             it->second = here;
     }
     JobProgress p;
-    p.not_started = job.chunks - static_cast<uint32_t>(latest.size());
+    p.not_started = job.wire_chunks() - static_cast<uint32_t>(latest.size());
     for (const auto &[chunk, l] : latest) {
         if (!p.newest_round || newer(l.round, *p.newest_round))
             p.newest_round = l.round;

@@ -18,11 +18,11 @@ std::vector<StragglerEvent> StragglerWatch::scan(const Job &job,
             continue;  // unused, or complete
         if (now_ns < s.started_ns || now_ns - s.started_ns < timeout_ns)
             continue;
-        auto key = std::pair{s.chunk, s.round};
-        overdue.insert(key);
+        // Reported by the job's chunk: a jumbo chunk's parts are one chunk, late as one.
+        auto key = std::pair{s.chunk / job.parts(), s.round};
         waiting_for |= full & ~s.seen;
-        if (state.overdue.count(key))
-            continue;  // already reported
+        if (!overdue.insert(key).second || state.overdue.count(key))
+            continue;  // a further part, or already reported
         StragglerEvent e{job.id, key.first, s.round, full & ~s.seen,
                          (now_ns - s.started_ns) / 1000000};
         events.push_back(e);

@@ -116,6 +116,7 @@ struct CreateJob {
     std::optional<double> weight;
     std::optional<uint64_t> iterations;
     std::optional<bool> host_path, fanout;
+    std::optional<uint32_t> chunk_elems;  // 768 (default) or 2048
 };
 
 inline void to_json(nlohmann::json &j, const ShowJob &r)
@@ -165,6 +166,7 @@ inline void to_json(nlohmann::json &j, const CreateJob &r)
     put("iterations", r.iterations);
     put("host_path", r.host_path);
     put("fanout", r.fanout);
+    put("chunk_elems", r.chunk_elems);
 }
 
 // --- Replies -------------------------------------------------------------------------------
@@ -195,8 +197,9 @@ struct Job {
     uint32_t id = 0;
     uint32_t workers = 0;
     uint64_t gradient_elems = 0;
-    uint32_t chunks = 0;
-    uint32_t region_base = 0;
+    uint32_t chunk_elems = XAGG_CHUNK_ELEMS;  // values per chunk: 768, or 2048 (jumbo)
+    uint32_t chunks = 0;                      // chunks of that size
+    uint32_t region_base = 0;                 // first slot position (768 values each)
     uint32_t fast_path_chunks = 0;
     uint32_t host_path_chunks = 0;
     std::string policy;  // wait | evict
@@ -306,6 +309,7 @@ inline void to_json(nlohmann::json &j, const Job &x)
     j = {{"id", x.id},
          {"workers", x.workers},
          {"gradient_elems", x.gradient_elems},
+         {"chunk_elems", x.chunk_elems},
          {"chunks", x.chunks},
          {"region_base", x.region_base},
          {"fast_path_chunks", x.fast_path_chunks},
@@ -333,6 +337,7 @@ inline void from_json(const nlohmann::json &j, Job &x)
     j.at("id").get_to(x.id);
     j.at("workers").get_to(x.workers);
     j.at("gradient_elems").get_to(x.gradient_elems);
+    j.at("chunk_elems").get_to(x.chunk_elems);
     j.at("chunks").get_to(x.chunks);
     j.at("region_base").get_to(x.region_base);
     j.at("fast_path_chunks").get_to(x.fast_path_chunks);

@@ -40,8 +40,10 @@
 /*
  * The datagram: `len` is the UDP payload's length as the UDP header states it, and `hdr` points
  * at its first bytes (readable whenever len >= sizeof(*hdr); not read otherwise). A version-3
- * contribution is exactly one header and XAGG_CHUNK_ELEMS values, with no flag a worker may not
- * set. Checked in this order; the first that fails names the counter.
+ * contribution is exactly one header and a chunk of either size (XAGG_CHUNK_ELEMS or
+ * XAGG_JUMBO_CHUNK_ELEMS values; whether it is its job's size is checked with the job, by
+ * xagg_check_chunk_size), with no flag a worker may not set. Checked in this order; the first
+ * that fails names the counter.
  */
 static XAGG_INLINE enum xagg_counter xagg_check_datagram(const struct xagg_hdr *hdr, __u32 len)
 {
@@ -51,12 +53,26 @@ static XAGG_INLINE enum xagg_counter xagg_check_datagram(const struct xagg_hdr *
         return XAGG_CNT_DROP_BAD_MAGIC;
     if (hdr->version != XAGG_VERSION)
         return XAGG_CNT_DROP_BAD_VERSION;
-    if (hdr->nelem != XAGG_WIRE16(XAGG_CHUNK_ELEMS) ||
-        len != sizeof(struct xagg_hdr) + XAGG_CHUNK_BYTES)
+    if (!(hdr->nelem == XAGG_WIRE16(XAGG_CHUNK_ELEMS) &&
+          len == sizeof(struct xagg_hdr) + XAGG_CHUNK_BYTES) &&
+        !(hdr->nelem == XAGG_WIRE16(XAGG_JUMBO_CHUNK_ELEMS) &&
+          len == sizeof(struct xagg_hdr) + XAGG_JUMBO_CHUNK_BYTES))
         return XAGG_CNT_DROP_BAD_LENGTH;
     if (hdr->flags & ~XAGG_F_WORKER_MASK)
         return XAGG_CNT_DROP_BAD_FLAGS;
     return XAGG_ACCEPT;
+}
+
+/* Whether a datagram that passed xagg_check_datagram carries a jumbo chunk. */
+static XAGG_INLINE int xagg_is_jumbo(const struct xagg_hdr *hdr)
+{
+    return hdr->nelem == XAGG_WIRE16(XAGG_JUMBO_CHUNK_ELEMS);
+}
+
+/* Slot positions a chunk of the job takes (include/xagg/fastpath.h). */
+static XAGG_INLINE __u32 xagg_job_parts(const struct xagg_job *job)
+{
+    return job->chunk_elems == XAGG_JUMBO_CHUNK_ELEMS ? XAGG_JUMBO_SLOT_PARTS : 1;
 }
 
 /*
@@ -82,16 +98,28 @@ static XAGG_INLINE enum xagg_counter xagg_check_sender(const struct xagg_job *jo
     return XAGG_ACCEPT;
 }
 
+/* After the sender's checks: a chunk of another size than its job's is a bad length (a worker
+ * that joined with the wrong size, or a frame of another job's size under this job's key). */
+static XAGG_INLINE enum xagg_counter xagg_check_chunk_size(const struct xagg_job *job,
+                                                           const struct xagg_hdr *hdr)
+{
+    return (job->chunk_elems == XAGG_JUMBO_CHUNK_ELEMS) == (xagg_is_jumbo(hdr) != 0)
+               ? XAGG_ACCEPT
+               : XAGG_CNT_DROP_BAD_LENGTH;
+}
+
 /*
- * Which path serves a chunk: the fast path holds chunks [0, region_chunks) of a job that is not
- * configured for the host path (XAGG_ACCEPT); everything else is the host path's, and the fast
- * path passes it up with the counter returned.
+ * Which path serves a chunk: the fast path holds the chunks whose slot positions lie below the
+ * job's region_chunks, of a job that is not configured for the host path (XAGG_ACCEPT);
+ * everything else is the host path's, and the fast path passes it up with the counter returned.
  */
 static XAGG_INLINE enum xagg_counter xagg_route(const struct xagg_job *job, __u32 chunk)
 {
     if (job->flags & XAGG_JOB_HOST_PATH)
         return XAGG_CNT_PASS_HOST_JOB;
-    if (chunk >= job->region_chunks)
+    __u32 parts = xagg_job_parts(job);
+    /* 64 bits: a chunk index from the wire times the parts may not fit in 32. */
+    if ((__u64)chunk * parts + parts > job->region_chunks)
         return XAGG_CNT_PASS_HOST_OVERFLOW;
     return XAGG_ACCEPT;
 }

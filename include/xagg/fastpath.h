@@ -32,13 +32,18 @@ enum xagg_job_flags {
 
 /* Value of the `jobs` hash map; key: the job id (host order __u32). */
 struct xagg_job {
-    __u64 members;       /* bitmap of the ranks whose contribution completes a chunk */
-    __u32 region_base;   /* first chunk slot of the job's region in the `slots` map */
-    __u32 region_chunks; /* chunks [0, region_chunks) are aggregated here; the rest pass to host */
-    __u32 flags;         /* enum xagg_job_flags */
-    __be32 group_addr;   /* IPv4 multicast group results are sent to */
-    __be16 group_port;   /* UDP port results are sent to */
-    __u16 reserved;
+    __u64 members; /* bitmap of the ranks whose contribution completes a chunk */
+    /* The job's region of fast-path memory, counted in slot positions of XAGG_CHUNK_ELEMS values
+     * (two slots each, see struct xagg_slot): chunk c of a job whose chunks take p positions
+     * (1, or XAGG_JUMBO_SLOT_PARTS) lives at positions region_base + p * c .. + p - 1, and the
+     * chunks whose positions lie below region_chunks are aggregated here; the rest pass to the
+     * host path. */
+    __u32 region_base;
+    __u32 region_chunks;
+    __u32 flags;       /* enum xagg_job_flags */
+    __be32 group_addr; /* IPv4 multicast group results are sent to */
+    __be16 group_port; /* UDP port results are sent to */
+    __u16 chunk_elems; /* the job's chunk size: XAGG_CHUNK_ELEMS or XAGG_JUMBO_CHUNK_ELEMS */
     /* The owner tag of the job's slots: random and fresh for every job created. A slot counts
      * as this job's chunk only while it carries this tag and the chunk's index, so whatever a
      * previous owner left in the memory (another job, this id's previous job, this job's own
@@ -66,19 +71,22 @@ struct xagg_member {
 };
 
 /*
- * One aggregation slot: a chunk's sum for one round. Each chunk owns two slots, used by rounds of
- * alternating parity (slot index = 2 * (region_base + chunk) + (round & 1)). A worker only sends
- * round r of a chunk after it has the result of round r-1, which every worker contributed to only
- * after having the result of round r-2. So when round r reuses the slot of round r-2, every
- * member already has that result, while the result of round r-1, which a worker may still be
- * missing, stays intact in the other slot and can be re-sent. This is SwitchML's shadow copy.
+ * One aggregation slot: a standard chunk's sum for one round, or a third of a jumbo chunk's
+ * (XAGG_JUMBO_SLOT_PARTS consecutive positions, claimed, added and completed together under the
+ * lock of the first, each carrying the same round, exponent and bitmap). Each position owns two
+ * slots, used by rounds of alternating parity (slot index = 2 * position + (round & 1)). A worker
+ * only sends round r of a chunk after it has the result of round r-1, which every worker
+ * contributed to only after having the result of round r-2. So when round r reuses the slot of
+ * round r-2, every member already has that result, while the result of round r-1, which a worker
+ * may still be missing, stays intact in the other slot and can be re-sent. This is SwitchML's
+ * shadow copy.
  */
 struct xagg_slot {
     struct bpf_spin_lock lock;
     __u32 tag;        /* owner: the xagg_job.tag of the job that claimed it; 0 until claimed */
     __u32 round;      /* round whose sum this slot holds */
     __s32 exponent;   /* block exponent every contribution of the round must carry */
-    __u32 chunk;      /* the owner's chunk index this slot holds */
+    __u32 chunk;      /* the owner's position, region-relative: chunk * parts + part */
     __u64 seen;       /* bitmap of ranks already added */
     __u64 started_ns; /* CLOCK_MONOTONIC when the round's first contribution arrived */
     __s32 sum[XAGG_CHUNK_ELEMS];

@@ -33,20 +33,40 @@
 #define XAGG_DEFAULT_PORT 9871
 
 /*
- * Values per chunk. Fixed by the protocol version so the fast path can add with a fully unrolled
- * loop (a variable bound costs a compare per element and a verifier-proof bound anyway). A
+ * Values per chunk: a job's chunks are all of one of two sizes, chosen when the job is created
+ * (docs/PROTOCOL.md, "Chunk sizes"). Fixed per size so the fast path adds with fully unrolled
+ * loops (a variable bound costs a compare per element and a verifier-proof bound anyway). A
  * worker pads the last chunk of a tensor with zeros.
  *
- * Why 768: the cost that limits an all-reduce is per packet (the workers' UDP send and receive
- * path, the aggregator's parse and lock), not per byte, so a chunk should be as large as one
- * frame can be. 768 x 4 bytes + headers = a 3154-byte frame, the largest round size that still
- * fits the linear (single-buffer) XDP frame every native-XDP driver gives a program: about
- * 3.5 KB of a 4 KiB page after headroom and skb_shared_info. Measured on veth, 4 workers, 64 MiB:
- * 0.66 s per all-reduce with 256-value chunks, 0.33 s with 768 (bench/run, see its README).
- * The price is a jumbo MTU on the aggregator's and workers' path: XAGG_MIN_MTU below.
+ * Why chunks are large: the cost that limits an all-reduce is per packet (the workers' UDP send
+ * and receive path, the aggregator's parse and lock), not per byte, so a chunk should be as large
+ * as one frame can be. Measured on veth, 4 workers, 64 MiB: 0.66 s per all-reduce with 256-value
+ * chunks, 0.33 s with 768 (bench/run, see its README).
+ *
+ * Standard, 768 values: 768 x 4 bytes + headers = a 3154-byte frame, the largest round size that
+ * still fits the linear (single-buffer) XDP frame every native-XDP driver gives a program: about
+ * 3.5 KB of a 4 KiB page after headroom and skb_shared_info. Needs an IP MTU of 3140.
+ *
+ * Jumbo, 2048 values: 8 KiB of values, a 8274-byte frame that fits the standard 9000-byte MTU of
+ * data-centre fabrics. It spans several receive buffers on most drivers, so the fast path reads
+ * and writes it through the multi-buffer helpers (bpf/xagg_fastpath.bpf.c).
  */
 #define XAGG_CHUNK_ELEMS 768
 #define XAGG_CHUNK_BYTES (XAGG_CHUNK_ELEMS * 4)
+#define XAGG_JUMBO_CHUNK_ELEMS 2048
+#define XAGG_JUMBO_CHUNK_BYTES (XAGG_JUMBO_CHUNK_ELEMS * 4)
+#define XAGG_MAX_CHUNK_ELEMS XAGG_JUMBO_CHUNK_ELEMS
+
+/*
+ * The aggregator's memory is counted in slots of XAGG_CHUNK_ELEMS values (include/xagg/
+ * fastpath.h). A jumbo chunk occupies this many consecutive ones, the last of them only in part
+ * (2048 of 2304 values: 11% of a jumbo job's memory unused, against one pool that every job,
+ * whatever its chunk size, is sized from without a second budget).
+ */
+#define XAGG_JUMBO_SLOT_PARTS 3
+XAGG_STATIC_ASSERT(XAGG_JUMBO_SLOT_PARTS *XAGG_CHUNK_ELEMS >= XAGG_JUMBO_CHUNK_ELEMS &&
+                       (XAGG_JUMBO_SLOT_PARTS - 1) * XAGG_CHUNK_ELEMS < XAGG_JUMBO_CHUNK_ELEMS,
+                   "a jumbo chunk fills its slots but the last");
 
 /*
  * A float all-reduce first agrees on its blocks' exponents: each block (chunk of values) takes
@@ -92,7 +112,7 @@ struct xagg_hdr {
     __be32 job_id;  /* job the chunk belongs to */
     __be32 round;   /* iteration number; rounds of a chunk advance by one, wrapping at 2^32 */
     __be32 chunk;   /* chunk index within the job's gradient */
-    __be16 nelem;   /* number of int32 values that follow: XAGG_CHUNK_ELEMS in version 3 */
+    __be16 nelem;   /* int32 values that follow: the job's chunk size, 768 or 2048 */
     __s8 exponent;  /* block exponent: value = int32 * 2^exponent; all ranks must agree */
     __u8 reserved;  /* zero */
     __be64 contrib; /* results: bitmap of the ranks summed (bit r = rank r); zero otherwise */
@@ -109,10 +129,14 @@ XAGG_STATIC_ASSERT(__builtin_offsetof(struct xagg_hdr, key) == 32, "key at offse
 
 /* A contribution's UDP datagram: UDP header (8) + xagg header (40) + payload. */
 #define XAGG_UDP_BYTES (8 + 40 + XAGG_CHUNK_BYTES)
+#define XAGG_JUMBO_UDP_BYTES (8 + 40 + XAGG_JUMBO_CHUNK_BYTES)
 /* Ethernet (14) + IPv4 without options (20) + UDP (8) + xagg header (40) + payload. */
 #define XAGG_FRAME_HDR_BYTES (14 + 20 + 8 + 40)
 #define XAGG_FRAME_BYTES (XAGG_FRAME_HDR_BYTES + XAGG_CHUNK_BYTES)
-/* The IP MTU a chunk's frame needs on every link between a worker and its aggregator (3140). */
+#define XAGG_JUMBO_FRAME_BYTES (XAGG_FRAME_HDR_BYTES + XAGG_JUMBO_CHUNK_BYTES)
+/* The IP MTU a chunk's frame needs on every link between a worker and its aggregator: 3140 for
+ * standard chunks, 8260 for jumbo ones. */
 #define XAGG_MIN_MTU (XAGG_FRAME_BYTES - 14)
+#define XAGG_JUMBO_MIN_MTU (XAGG_JUMBO_FRAME_BYTES - 14)
 
 #endif /* XAGG_PROTO_H */

@@ -70,31 +70,59 @@ static XAGG_INLINE void xagg_payload_emit(const __s32 *sum, __s32 *vals)
         vals[i] = sum[i];
 }
 
-/* Whether the slot holds something of this job's chunk (else it is free to claim). */
-static XAGG_INLINE int xagg_slot_owned(const struct xagg_slot *slot, __u32 tag, __u32 chunk)
+/* What a slot update does with the payload, decided by xagg_slot_decide(). */
+enum xagg_payload_op {
+    XAGG_PAYLOAD_NONE,     /* nothing: the packet is dropped */
+    XAGG_PAYLOAD_STORE,    /* the first contribution of a round: the sum is its values */
+    XAGG_PAYLOAD_ADD,      /* added into the sum */
+    XAGG_PAYLOAD_ADD_EMIT, /* added, and the complete sum written into the packet */
+    XAGG_PAYLOAD_EMIT,     /* the complete sum written into the packet (a re-send) */
+};
+
+static XAGG_INLINE void xagg_payload_apply(enum xagg_payload_op op, __s32 *sum, __s32 *vals)
 {
-    return slot->tag == tag && slot->chunk == chunk && slot->seen != 0;
+    switch (op) {
+    case XAGG_PAYLOAD_STORE: xagg_payload_store(sum, vals); break;
+    case XAGG_PAYLOAD_ADD: xagg_payload_add(sum, vals); break;
+    case XAGG_PAYLOAD_ADD_EMIT: xagg_payload_add_and_emit(sum, vals); break;
+    case XAGG_PAYLOAD_EMIT: xagg_payload_emit(sum, vals); break;
+    case XAGG_PAYLOAD_NONE: break;
+    }
 }
 
-static XAGG_INLINE enum xagg_slot_verdict xagg_slot_update(struct xagg_slot *slot, __u64 now_ns,
-                                                           __u32 tag, __u32 chunk, __u32 round,
+/* Whether the slot holds something of this job's position (else it is free to claim). */
+static XAGG_INLINE int xagg_slot_owned(const struct xagg_slot *slot, __u32 tag, __u32 position)
+{
+    return slot->tag == tag && slot->chunk == position && slot->seen != 0;
+}
+
+/*
+ * The slot rule: what a contribution of `round` from the rank `bit` does to the slot of
+ * `position` (its chunk times the job's parts; include/xagg/fastpath.h), given the ranks
+ * `members` whose contributions complete it. Updates the slot's bookkeeping, returns the
+ * verdict and sets `*op` to what the caller must then do with the payload, under the same lock.
+ */
+static XAGG_INLINE enum xagg_slot_verdict xagg_slot_decide(struct xagg_slot *slot, __u64 now_ns,
+                                                           __u32 tag, __u32 position, __u32 round,
                                                            __s32 exponent, __u64 bit, __u64 members,
-                                                           __s32 *vals, __u64 *seen_out)
+                                                           enum xagg_payload_op *op,
+                                                           __u64 *seen_out)
 {
     enum xagg_slot_verdict verdict;
 
+    *op = XAGG_PAYLOAD_NONE;
     /* Serial-number order (RFC 1982): a round up to 2^31 - 1 ahead of the slot's is newer. */
-    if (!xagg_slot_owned(slot, tag, chunk) || (__s32)(round - slot->round) > 0) {
+    if (!xagg_slot_owned(slot, tag, position) || (__s32)(round - slot->round) > 0) {
         /* First contribution of a newer round: claim the slot. Under the send rule that round is
          * slot->round + 2 and every member has the old result; a larger jump only happens when
          * whole rounds were lost or skipped, and then the old result is not wanted either. */
         slot->tag = tag;
-        slot->chunk = chunk;
+        slot->chunk = position;
         slot->round = round;
         slot->exponent = exponent;
         slot->seen = bit;
         slot->started_ns = now_ns; /* straggler timeouts count from here */
-        xagg_payload_store(slot->sum, vals);
+        *op = XAGG_PAYLOAD_STORE;
         /* In a one-worker job the first contribution is the sum, already in the packet. */
         verdict = (bit & members) == members ? XAGG_SLOT_COMPLETED : XAGG_SLOT_ADDED;
     } else if (slot->round != round) {
@@ -103,7 +131,7 @@ static XAGG_INLINE enum xagg_slot_verdict xagg_slot_update(struct xagg_slot *slo
         verdict = XAGG_SLOT_BAD_EXP;
     } else if (slot->seen & bit) {
         if ((slot->seen & members) == members) {
-            xagg_payload_emit(slot->sum, vals);
+            *op = XAGG_PAYLOAD_EMIT;
             verdict = XAGG_SLOT_RESEND;
         } else {
             verdict = XAGG_SLOT_DUPLICATE;
@@ -111,15 +139,45 @@ static XAGG_INLINE enum xagg_slot_verdict xagg_slot_update(struct xagg_slot *slo
     } else {
         slot->seen |= bit;
         if ((slot->seen & members) == members) {
-            xagg_payload_add_and_emit(slot->sum, vals);
+            *op = XAGG_PAYLOAD_ADD_EMIT;
             verdict = XAGG_SLOT_COMPLETED;
         } else {
-            xagg_payload_add(slot->sum, vals);
+            *op = XAGG_PAYLOAD_ADD;
             verdict = XAGG_SLOT_ADDED;
         }
     }
     *seen_out = slot->seen;
     return verdict;
+}
+
+/* A standard chunk's update: the rule, then its payload step on the one slot. */
+static XAGG_INLINE enum xagg_slot_verdict xagg_slot_update(struct xagg_slot *slot, __u64 now_ns,
+                                                           __u32 tag, __u32 chunk, __u32 round,
+                                                           __s32 exponent, __u64 bit, __u64 members,
+                                                           __s32 *vals, __u64 *seen_out)
+{
+    enum xagg_payload_op op;
+    enum xagg_slot_verdict verdict =
+        xagg_slot_decide(slot, now_ns, tag, chunk, round, exponent, bit, members, &op, seen_out);
+    xagg_payload_apply(op, slot->sum, vals);
+    return verdict;
+}
+
+/*
+ * A further part of a jumbo chunk (parts 1 and 2), after xagg_slot_decide() on its first part
+ * `lead`: the same bookkeeping, so every part reads as its own position's slot to the daemon,
+ * which moves and scans slots one position at a time. The caller then applies the lead's payload
+ * step to the part's values.
+ */
+static XAGG_INLINE void xagg_slot_follow(struct xagg_slot *part, const struct xagg_slot *lead,
+                                         __u32 position)
+{
+    part->tag = lead->tag;
+    part->chunk = position;
+    part->round = lead->round;
+    part->exponent = lead->exponent;
+    part->seen = lead->seen;
+    part->started_ns = lead->started_ns;
 }
 
 #endif /* XAGG_SLOT_H */

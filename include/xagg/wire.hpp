@@ -37,6 +37,8 @@ inline constexpr uint64_t exponent_chunks(uint64_t blocks)
     return (blocks + XAGG_BLOCKS_PER_EXPONENT_CHUNK - 1) / XAGG_BLOCKS_PER_EXPONENT_CHUNK;
 }
 inline constexpr size_t kDatagramBytes = kHeaderBytes + XAGG_CHUNK_BYTES;
+inline constexpr size_t kJumboDatagramBytes = kHeaderBytes + XAGG_JUMBO_CHUNK_BYTES;
+inline constexpr size_t kMaxDatagramBytes = kJumboDatagramBytes;
 
 // Writes header and values into `out` (at least kHeaderBytes + 4 * values.size() bytes).
 inline size_t encode(const Header &h, std::span<const int32_t> values, std::span<uint8_t> out)

@@ -110,6 +110,7 @@ xagg_job job_value(const JobSpec &job)
     value.members = job.members;
     value.region_base = job.region_base;
     value.region_chunks = job.region_chunks;
+    value.chunk_elems = job.chunk_elems;
     value.flags = 0;
     if (job.host_path)
         value.flags |= XAGG_JOB_HOST_PATH;

@@ -8,6 +8,7 @@
 
 #include "tests/support/process.hpp"
 #include "tests/support/topology.hpp"
+#include "xagg/proto.h"
 
 namespace xagg::test {
 
@@ -22,7 +23,8 @@ struct WorkerRun {
     uint32_t timeout_ms = 20;
     uint32_t max_retries = 500;
     uint64_t seed = 42;
-    unsigned first_host = 0;  // rank r runs in worker namespace first_host + r
+    unsigned first_host = 0;                  // rank r runs in worker namespace first_host + r
+    uint32_t chunk_elems = XAGG_CHUNK_ELEMS;  // the job's chunk size
 };
 
 inline WorkerRun worker_run(uint32_t job, unsigned workers, uint32_t chunks, uint32_t rounds,
@@ -72,6 +74,8 @@ inline std::unique_ptr<Process> start_demo_worker(const Topology &topo, const Wo
                                  std::to_string(run.timeout_ms),
                                  "--max-retries",
                                  std::to_string(run.max_retries),
+                                 "--chunk-elems",
+                                 std::to_string(run.chunk_elems),
                                  "--json"},
         output);
 }

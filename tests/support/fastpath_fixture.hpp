@@ -81,9 +81,10 @@ protected:
     }
 
     void add_job(uint32_t id, uint32_t workers, uint32_t base, uint32_t chunks, bool host = false,
-                 bool fanout = false)
+                 bool fanout = false, uint16_t chunk_elems = XAGG_CHUNK_ELEMS)
     {
         JobSpec job;
+        job.chunk_elems = chunk_elems;
         job.id = id;
         job.members = workers == 64 ? ~0ull : (1ull << workers) - 1;
         job.region_base = base;
@@ -143,14 +144,23 @@ protected:
         return with_udp_checksum(r.build());
     }
 
-    Result run(const Bytes &in) const { return run_prog(fp_->prog_fd(), in); }
+    // `linear`: how many of the frame's bytes the kernel puts in the linear part, the rest in
+    // page-sized frags (0: as many as fit, about 3.5 KB), as a driver with small buffers would.
+    Result run(const Bytes &in, uint32_t linear = 0) const
+    {
+        return run_prog(fp_->prog_fd(), in, linear);
+    }
 
-    static Result run_prog(int prog_fd, const Bytes &in)
+    static Result run_prog(int prog_fd, const Bytes &in, uint32_t linear = 0)
     {
         Bytes out(in.size() + 256);
+        xdp_md ctx{};
+        ctx.data_end = linear;
         LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = in.data(), .data_out = out.data(),
                     .data_size_in = static_cast<uint32_t>(in.size()),
-                    .data_size_out = static_cast<uint32_t>(out.size()), .repeat = 1);
+                    .data_size_out = static_cast<uint32_t>(out.size()),
+                    .ctx_in = linear ? &ctx : nullptr,
+                    .ctx_size_in = linear ? uint32_t{sizeof(ctx)} : 0u, .repeat = 1);
         int err = bpf_prog_test_run_opts(prog_fd, &opts);
         EXPECT_EQ(err, 0) << "BPF_PROG_TEST_RUN failed: " << strerror(errno);
         out.resize(opts.data_size_out);
@@ -158,10 +168,11 @@ protected:
     }
 
     // Runs one frame and checks the action and that exactly `counter` moved, by one.
-    Result expect(const Bytes &in, uint32_t action, enum xagg_counter counter) const
+    Result expect(const Bytes &in, uint32_t action, enum xagg_counter counter,
+                  uint32_t linear = 0) const
     {
         Counters before = fp_->counters();
-        Result r = run(in);
+        Result r = run(in, linear);
         Counters after = fp_->counters();
         EXPECT_EQ(r.action, action) << "counter expected: " << counter_name(counter);
         for (int c = 0; c < XAGG_CNT_MAX; c++) {
@@ -171,9 +182,10 @@ protected:
         return r;
     }
 
-    void expect_unchanged(const Bytes &in, uint32_t action, enum xagg_counter counter) const
+    void expect_unchanged(const Bytes &in, uint32_t action, enum xagg_counter counter,
+                          uint32_t linear = 0) const
     {
-        Result r = expect(in, action, counter);
+        Result r = expect(in, action, counter, linear);
         EXPECT_EQ(r.out, in) << "a passed or dropped frame must leave the program untouched";
     }
 
@@ -191,19 +203,32 @@ inline std::vector<int32_t> filled(int32_t v)
     return std::vector<int32_t>(XAGG_CHUNK_ELEMS, v);
 }
 
-inline std::vector<int32_t> random_values(uint32_t seed)
+inline std::vector<int32_t> random_values(uint32_t seed, size_t n = XAGG_CHUNK_ELEMS)
 {
     std::mt19937 rng(seed);
     std::uniform_int_distribution<int32_t> dist(INT32_MIN / 64, INT32_MAX / 64);
-    std::vector<int32_t> v(XAGG_CHUNK_ELEMS);
+    std::vector<int32_t> v(n);
     for (auto &x : v)
         x = dist(rng);
     return v;
 }
 
+inline Frame jumbo_contribution(uint32_t job, uint32_t rank, uint32_t round, uint32_t chunk,
+                                std::vector<int32_t> values)
+{
+    Frame f = contribution(job, rank, round, chunk, std::move(values));
+    f.nelem = static_cast<uint16_t>(f.values.size());
+    return f;
+}
+
+inline std::vector<int32_t> jumbo_random(uint32_t seed)
+{
+    return random_values(seed, XAGG_JUMBO_CHUNK_ELEMS);
+}
+
 inline std::vector<int32_t> sum_of(const std::vector<std::vector<int32_t>> &parts)
 {
-    std::vector<int32_t> s(XAGG_CHUNK_ELEMS, 0);
+    std::vector<int32_t> s(parts.empty() ? XAGG_CHUNK_ELEMS : parts[0].size(), 0);
     for (const auto &p : parts)
         for (size_t i = 0; i < s.size(); i++)
             s[i] = static_cast<int32_t>(static_cast<uint32_t>(s[i]) + static_cast<uint32_t>(p[i]));

@@ -136,6 +136,12 @@ void add_job(CLI::App &app, Cli &cli)
         ->capture_default_str();
     create->add_flag("--host-path", c.host_path, "Serve every chunk by the host parameter server");
     create->add_flag("--fanout", c.fanout, "Unicast results to each member instead of multicast");
+    create
+        ->add_option("--chunk-elems", c.chunk_elems,
+                     "Values per chunk: 768, or 2048 (jumbo) where every link between the "
+                     "workers and this node has an MTU of 9000")
+        ->check(CLI::IsMember({XAGG_CHUNK_ELEMS, XAGG_JUMBO_CHUNK_ELEMS}))
+        ->capture_default_str();
     create->footer(
         "Example: xaggctl job create --id 7 --workers 4 --elems 16777216 --policy evict");
     create->callback([&cli, &c] {
@@ -152,6 +158,7 @@ void add_job(CLI::App &app, Cli &cli)
             req.iterations = c.iterations;
             req.host_path = c.host_path;
             req.fanout = c.fanout;
+            req.chunk_elems = c.chunk_elems;
             const auto r = client(cli.globals).call_as<api::JobReply>(req);
             return print(cli.globals, r, [&] { return render_job(r.job); });
         };

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "lib/control/control_client.hpp"
+#include "xagg/proto.h"
 
 namespace CLI {
 class App;
@@ -34,6 +35,7 @@ struct Args {
         std::string policy = "wait";
         double weight = 1;
         bool host_path = false, fanout = false;
+        uint32_t chunk_elems = XAGG_CHUNK_ELEMS;
     } create;
     struct {
         double interval = 1, watch = 0;

@@ -210,7 +210,8 @@ std::string render_job(const api::Job &j)
 {
     std::string out = "job " + std::to_string(j.id) + ": " + std::to_string(j.workers) +
                       " workers, " + std::to_string(j.gradient_elems) + " values (" +
-                      std::to_string(j.chunks) + " chunks)\n";
+                      std::to_string(j.chunks) + " chunks of " + std::to_string(j.chunk_elems) +
+                      ")\n";
     Fields f;
     f.add("policy",
           j.policy + " (straggler timeout " + std::to_string(j.timeout_ms) + " ms" +
@@ -219,10 +220,11 @@ std::string render_job(const api::Job &j)
     f.add("delivery", std::string(j.fanout ? "unicast fan-out" : "multicast") + " to " + j.group +
                           ":" + std::to_string(j.group_port));
     const uint64_t fast = j.fast_path_chunks, base = j.region_base;
+    const uint64_t parts = j.chunk_elems == XAGG_JUMBO_CHUNK_ELEMS ? XAGG_JUMBO_SLOT_PARTS : 1;
     f.add("memory", (j.host_path ? std::string("host path only (configured); ") : std::string()) +
                         std::to_string(fast) + " chunks on the fast path" +
-                        (fast ? " (slots " + std::to_string(base) + "-" +
-                                    std::to_string(base + fast - 1) + ")"
+                        (fast ? " (slot positions " + std::to_string(base) + "-" +
+                                    std::to_string(base + fast * parts - 1) + ")"
                               : "") +
                         ", " + std::to_string(j.host_path_chunks) + " on the host path; weight " +
                         text(json(j.weight)));

@@ -33,6 +33,7 @@ struct Options {
     uint16_t port = XAGG_DEFAULT_PORT, group_port = 9872;
     uint32_t job = 1, rank = 0, workers = 1, chunks = 64, rounds = 1, window = 64;
     uint32_t timeout_ms = 50, max_retries = 100;
+    uint32_t chunk_elems = XAGG_CHUNK_ELEMS;  // the job's chunk size: 768 or 2048
     uint64_t seed = 1;
     uint64_t key = 0;  // the job key (from the join reply, or xagg-fastpath --job)
     bool json = false;
@@ -89,12 +90,12 @@ public:
     {
         // Contributions are generated before the clock starts: the rate is the protocol's.
         size_t total = size_t{o_.rounds} * o_.chunks;
-        mine_.resize(total * XAGG_CHUNK_ELEMS);
-        got_.assign(total * XAGG_CHUNK_ELEMS, 0);
+        mine_.resize(total * o_.chunk_elems);
+        got_.assign(total * o_.chunk_elems, 0);
         contrib_.assign(total, 0);
         for (uint32_t round = 0; round < o_.rounds; round++)
             for (uint32_t chunk = 0; chunk < o_.chunks; chunk++)
-                for (uint32_t i = 0; i < XAGG_CHUNK_ELEMS; i++)
+                for (uint32_t i = 0; i < o_.chunk_elems; i++)
                     mine_[index(round, chunk) + i] =
                         xagg::synthetic::value(o_.seed, o_.rank, round, chunk, i, o_.workers);
         auto start = Clock::now();
@@ -121,8 +122,9 @@ private:
         h.round = round;
         h.chunk = chunk;
         h.key = o_.key;
-        uint8_t buf[xagg::wire::kDatagramBytes];
-        size_t len = xagg::wire::encode(h, {&mine_[index(round, chunk)], XAGG_CHUNK_ELEMS}, buf);
+        h.nelem = static_cast<uint16_t>(o_.chunk_elems);
+        uint8_t buf[xagg::wire::kMaxDatagramBytes];
+        size_t len = xagg::wire::encode(h, {&mine_[index(round, chunk)], o_.chunk_elems}, buf);
         // A full socket buffer is loss like any other: the retransmission timer recovers it.
         (void)sendto(fd_, buf, len, 0, reinterpret_cast<const sockaddr *>(&agg_), sizeof(agg_));
         stats_.sent++;
@@ -135,10 +137,10 @@ private:
     {
         auto h = xagg::wire::decode({data, len});
         if (!h || !(h->flags & XAGG_F_RESULT) || h->job_id != o_.job || h->round != round ||
-            h->chunk >= o_.chunks || h->nelem != XAGG_CHUNK_ELEMS || done_[h->chunk])
+            h->chunk >= o_.chunks || h->nelem != o_.chunk_elems || done_[h->chunk])
             return;  // not ours, a late duplicate, or a result of another round
         int32_t *out = &got_[index(round, h->chunk)];
-        for (uint32_t i = 0; i < XAGG_CHUNK_ELEMS; i++)
+        for (uint32_t i = 0; i < o_.chunk_elems; i++)
             out[i] = xagg::wire::value_at({data, len}, i);
         contrib_[size_t{round} * o_.chunks + h->chunk] = h->contrib;
         if (h->flags & XAGG_F_RESENT)
@@ -158,7 +160,7 @@ private:
                 const int32_t *v = &got_[index(round, chunk)];
                 uint64_t contrib = contrib_[size_t{round} * o_.chunks + chunk];
                 bool ok = (contrib & ~all) == 0 && (contrib >> o_.rank & 1);
-                for (uint32_t i = 0; i < XAGG_CHUNK_ELEMS && ok; i++) {
+                for (uint32_t i = 0; i < o_.chunk_elems && ok; i++) {
                     int32_t want = 0;
                     for (uint32_t r = 0; r < o_.workers; r++)
                         if (contrib >> r & 1)
@@ -170,14 +172,14 @@ private:
                 ok ? stats_.verified++ : stats_.mismatches++;
                 if (ok && contrib != all)
                     stats_.partial++;
-                stats_.digest += xagg::synthetic::result_hash(round, chunk, v, XAGG_CHUNK_ELEMS);
+                stats_.digest += xagg::synthetic::result_hash(round, chunk, v, o_.chunk_elems);
             }
         }
     }
 
     size_t index(uint32_t round, uint32_t chunk) const
     {
-        return (size_t{round} * o_.chunks + chunk) * XAGG_CHUNK_ELEMS;
+        return (size_t{round} * o_.chunks + chunk) * o_.chunk_elems;
     }
 
     void receive(uint32_t round, int timeout_ms)
@@ -186,7 +188,7 @@ private:
         if (poll(&p, 1, timeout_ms) <= 0)
             return;
         constexpr unsigned kBatch = 64;
-        static uint8_t bufs[kBatch][xagg::wire::kDatagramBytes + 1];
+        static uint8_t bufs[kBatch][xagg::wire::kMaxDatagramBytes + 1];
         mmsghdr msgs[kBatch]{};
         iovec iov[kBatch];
         for (unsigned i = 0; i < kBatch; i++) {
@@ -270,9 +272,12 @@ int main(int argc, char **argv)
     app.add_option("--workers", o.workers, "Number of workers in the job")
         ->default_val(o.workers)
         ->check(CLI::Range(1u, 64u));
-    app.add_option("--chunks", o.chunks, "Chunks per round (768 values each)")
+    app.add_option("--chunks", o.chunks, "Chunks per round")
         ->default_val(o.chunks)
         ->check(CLI::Range(1u, 1u << 24));
+    app.add_option("--chunk-elems", o.chunk_elems, "Values per chunk: the job's chunk size")
+        ->default_val(o.chunk_elems)
+        ->check(CLI::IsMember({XAGG_CHUNK_ELEMS, XAGG_JUMBO_CHUNK_ELEMS}));
     app.add_option("--rounds", o.rounds, "Rounds (iterations)")->default_val(o.rounds);
     app.add_option("--window", o.window, "Chunks in flight")
         ->default_val(o.window)
@@ -304,7 +309,7 @@ int main(int argc, char **argv)
         Stats s = w.run();
         close(fd);
         double chunks_per_s = static_cast<double>(uint64_t{o.rounds} * o.chunks) / s.seconds;
-        double gbit = chunks_per_s * XAGG_CHUNK_BYTES * 8 / 1e9;
+        double gbit = chunks_per_s * o.chunk_elems * 4 * 8 / 1e9;
         if (o.json) {
             std::printf(
                 "{\"rank\": %u, \"rounds\": %u, \"chunks\": %u, \"verified\": %llu, "
