@@ -76,6 +76,14 @@ client::Engine::Endpoint join(const Aggregator &a, const ClientOptions &o)
                               "rank " + std::to_string(o.rank) + " is not below job " +
                                   std::to_string(a.job) + "'s " + std::to_string(e.workers) +
                                   " workers");
+        // Jumbo chunks are the aggregator's so far: refused here, before joining, rather than
+        // sending chunks of the wrong size that the aggregator would drop (drop_bad_length).
+        if (job.chunk_elems != XAGG_CHUNK_ELEMS)
+            throw ClientError(ClientError::Kind::invalid,
+                              "job " + std::to_string(a.job) + " has chunks of " +
+                                  std::to_string(job.chunk_elems) +
+                                  " values; this client sends 768-value chunks only (create "
+                                  "the job without chunk_elems)");
         if (o.join) {
             const auto joined = api.call_as<api::JoinReply>(
                 api::Join{a.job, o.rank, o.local_address, e.group_port});

@@ -173,6 +173,26 @@ TEST_F(ClientApi, JoiningFailsClearly)
     EXPECT_NE(std::string(e.what()).find("rank 0 is taken"), std::string::npos) << e.what();
 }
 
+// The client library sends 768-value chunks only: a jumbo job is refused before joining, not
+// joined and then silently dropped (drop_bad_length) chunk after chunk.
+TEST_F(ClientApi, AJobOfJumboChunksIsRefusedBeforeJoining)
+{
+    ASSERT_EQ(control(socket_, {{"op", "create_job"},
+                                {"id", 8},
+                                {"workers", 2},
+                                {"gradient_elems", 64 * XAGG_JUMBO_CHUNK_ELEMS},
+                                {"chunk_elems", XAGG_JUMBO_CHUNK_ELEMS}})["ok"],
+              true);
+    ClientOptions o = options(0);
+    o.aggregators[0].job = 8;
+    ClientError e = error_of([&] { Client c(o); }, "joined a jumbo job");
+    EXPECT_EQ(e.kind(), ClientError::Kind::invalid) << e.what();
+    EXPECT_NE(std::string(e.what()).find("job 8 has chunks of 2048 values"), std::string::npos)
+        << e.what();
+    json job = control(socket_, {{"op", "show_job"}, {"job", 8}})["job"];
+    EXPECT_EQ(job["members"].size(), 0u) << job;
+}
+
 TEST_F(ClientApi, AWorkerWhoseInterfaceCannotCarryAChunkIsToldBeforeItJoins)
 {
     ASSERT_EQ(run_command("ip -n " + topo_->worker(1) + " link set eth0 mtu 1500 && echo ok"),
