@@ -76,14 +76,15 @@ client::Engine::Endpoint join(const Aggregator &a, const ClientOptions &o)
                               "rank " + std::to_string(o.rank) + " is not below job " +
                                   std::to_string(a.job) + "'s " + std::to_string(e.workers) +
                                   " workers");
-        // Jumbo chunks are the aggregator's so far: refused here, before joining, rather than
-        // sending chunks of the wrong size that the aggregator would drop (drop_bad_length).
-        if (job.chunk_elems != XAGG_CHUNK_ELEMS)
-            throw ClientError(ClientError::Kind::invalid,
-                              "job " + std::to_string(a.job) + " has chunks of " +
-                                  std::to_string(job.chunk_elems) +
-                                  " values; this client sends 768-value chunks only (create "
-                                  "the job without chunk_elems)");
+        e.chunk_elems = job.chunk_elems;
+        // A jumbo job's frames need a 9000-byte MTU: said before joining, not found out by
+        // every send failing.
+        if (job.chunk_elems == XAGG_JUMBO_CHUNK_ELEMS)
+            if (auto ifname = sys::interface_with_address(ipv4(o.local_address, "local address")))
+                if (std::string problem = sys::chunk_mtu_problem(*ifname, XAGG_JUMBO_MIN_MTU);
+                    !problem.empty())
+                    throw ClientError(ClientError::Kind::invalid,
+                                      "job " + std::to_string(a.job) + ": " + problem);
         if (o.join) {
             const auto joined = api.call_as<api::JoinReply>(
                 api::Join{a.job, o.rank, o.local_address, e.group_port});
@@ -128,6 +129,12 @@ Client::Client(const ClientOptions &options)
         if (endpoints.back().group_port != endpoints.front().group_port)
             throw ClientError(ClientError::Kind::invalid,
                               "the jobs' group ports differ; a worker receives on one port");
+        if (endpoints.back().chunk_elems != endpoints.front().chunk_elems)
+            throw ClientError(ClientError::Kind::invalid,
+                              "the jobs' chunk sizes differ (" +
+                                  std::to_string(endpoints.front().chunk_elems) + " and " +
+                                  std::to_string(endpoints.back().chunk_elems) +
+                                  " values); a tensor is cut into blocks of one size");
     }
     options_ = options;
     engine_ = std::make_unique<client::Engine>(options, endpoints, local);
@@ -277,6 +284,11 @@ Placement resolve_placement(const std::string &etcd_endpoint, uint32_t job,
 unsigned Client::workers() const
 {
     return engine_->workers();
+}
+
+size_t Client::chunk_elems() const
+{
+    return engine_->chunk_elems();
 }
 
 Tuning Client::tuning() const

@@ -23,12 +23,13 @@ int64_t now_ns()
         .count();
 }
 
-constexpr size_t kBlock = XAGG_CHUNK_ELEMS;
-
 }  // namespace
 
 Engine::Engine(const ClientOptions &options, std::vector<Endpoint> endpoints, in_addr local)
-    : options_(options)
+    : options_(options),
+      block_(endpoints.front().chunk_elems),
+      blocks_per_exponent_chunk_(wire::blocks_per_exponent_chunk(block_)),
+      datagram_bytes_(wire::kHeaderBytes + block_ * sizeof(int32_t))
 {
     std::vector<in_addr> groups;
     for (const Endpoint &e : endpoints) {
@@ -50,7 +51,7 @@ Engine::Engine(const ClientOptions &options, std::vector<Endpoint> endpoints, in
     socket_ =
         std::make_unique<DatagramSocket>(local, endpoints.front().group_port, groups, options.gso);
     set_tuning(options_.window, options_.partition_chunks);
-    tx_.resize(size_t{kMaxPartition} * wire::kDatagramBytes);
+    tx_.resize(size_t{kMaxPartition} * datagram_bytes_);
     wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (wake_fd_ < 0)
         throw std::system_error(errno, std::generic_category(), "eventfd");
@@ -86,7 +87,7 @@ std::shared_ptr<Op> Engine::submit(float *floats, int32_t *ints, size_t n, int p
     op->report.partition_chunks = partition_chunks();
     // This worker's block exponents, scanned on the caller's thread: callers on several threads
     // spread the scanning over their cores.
-    const size_t blocks = (n + kBlock - 1) / kBlock;
+    const size_t blocks = (n + block_ - 1) / block_;
     double total_weight = 0;
     for (const auto &ch : channels_)
         total_weight += ch->weight;
@@ -104,12 +105,12 @@ std::shared_ptr<Op> Engine::submit(float *floats, int32_t *ints, size_t n, int p
         sub.first_block = first;
         sub.blocks = end - first;
         if (floats) {
-            sub.exponent_chunks = static_cast<uint32_t>(wire::exponent_chunks(sub.blocks));
+            sub.exponent_chunks = static_cast<uint32_t>(wire::exponent_chunks(sub.blocks, block_));
             sub.scans.resize(sub.blocks);
             sub.scales.resize(sub.blocks);
             for (size_t b = 0; b < sub.blocks; b++) {
-                size_t at = (first + b) * kBlock;
-                sub.scans[b] = scan_block(floats + at, std::min(kBlock, n - at));
+                size_t at = (first + b) * block_;
+                sub.scans[b] = scan_block(floats + at, std::min(block_, n - at));
             }
         }
         first = end;
@@ -198,22 +199,23 @@ size_t Engine::encode(const Use &u, bool retransmit, uint8_t *out) const
     h.key = sub.channel->key;
     h.round = u.round;
     h.chunk = u.index;
-    int32_t values[kBlock] = {};
+    h.nelem = static_cast<uint16_t>(block_);
+    int32_t values[XAGG_MAX_CHUNK_ELEMS] = {};
     if (u.exponent) {
-        size_t first = size_t{u.item} * kBlocksPerExponentChunk;
-        size_t last = std::min(sub.blocks, first + kBlocksPerExponentChunk);
+        size_t first = size_t{u.item} * blocks_per_exponent_chunk_;
+        size_t last = std::min(sub.blocks, first + blocks_per_exponent_chunk_);
         for (size_t b = first; b < last; b++)
             encode_scan(sub.scans[b], values + (b - first) * kExponentGroups);
     } else {
-        size_t at = (sub.first_block + u.item) * kBlock, len = std::min(kBlock, op.n - at);
+        size_t at = (sub.first_block + u.item) * block_, len = std::min(block_, op.n - at);
         if (op.floats) {
             h.exponent = sub.scales[u.item].exponent;
-            quantize(op.floats + at, len, h.exponent, values);
+            quantize(op.floats + at, len, h.exponent, values, block_);
         } else {
             std::memcpy(values, op.ints + at, len * sizeof(int32_t));
         }
     }
-    return wire::encode(h, values, {out, wire::kDatagramBytes});
+    return wire::encode(h, {values, block_}, {out, datagram_bytes_});
 }
 
 // Sends what the credit allows, best first; a partition at a time.
@@ -248,8 +250,8 @@ void Engine::send_ready(Channel &ch)
 void Engine::transmit(Channel &ch, std::vector<Use *> &batch, bool retransmit)
 {
     for (size_t i = 0; i < batch.size(); i++)
-        encode(*batch[i], retransmit, tx_.data() + i * wire::kDatagramBytes);
-    size_t sent = socket_->send(ch.aggregator, tx_.data(), wire::kDatagramBytes, batch.size());
+        encode(*batch[i], retransmit, tx_.data() + i * datagram_bytes_);
+    size_t sent = socket_->send(ch.aggregator, tx_.data(), datagram_bytes_, batch.size());
     const int64_t now = now_ns();
     const int64_t floor = std::chrono::nanoseconds(options_.timeout).count();
     const int64_t rto = std::min(std::max(floor, ch.srtt_ns + 4 * ch.rttvar_ns), 2'000'000'000l);
@@ -274,7 +276,7 @@ void Engine::transmit(Channel &ch, std::vector<Use *> &batch, bool retransmit)
 void Engine::on_datagram(std::span<const uint8_t> datagram)
 {
     auto h = wire::decode(datagram);
-    if (!h || !(h->flags & XAGG_F_RESULT) || h->nelem != kBlock)
+    if (!h || !(h->flags & XAGG_F_RESULT) || h->nelem != block_)
         return;
     for (auto &ch : channels_) {
         if (ch->job != h->job_id || h->chunk >= ch->ring)
@@ -296,12 +298,13 @@ void Engine::on_result(Use &u, const wire::Header &h, std::span<const uint8_t> d
         throw diagnose("a result of job " + std::to_string(ch.job) + " without this worker (rank " +
                            std::to_string(options_.rank) + ") in it",
                        ch.job, std::nullopt);
-    int32_t sums[kBlock];
-    std::memcpy(sums, datagram.data() + wire::kHeaderBytes, sizeof(sums));  // little-endian
+    int32_t sums[XAGG_MAX_CHUNK_ELEMS];
+    std::memcpy(sums, datagram.data() + wire::kHeaderBytes,
+                block_ * sizeof(int32_t));  // little-endian; the length was checked
     const uint64_t full = ch.workers == 64 ? ~0ull : (1ull << ch.workers) - 1;
     if (u.exponent) {
-        size_t first = size_t{u.item} * kBlocksPerExponentChunk;
-        size_t last = std::min(sub.blocks, first + kBlocksPerExponentChunk);
+        size_t first = size_t{u.item} * blocks_per_exponent_chunk_;
+        size_t last = std::min(sub.blocks, first + blocks_per_exponent_chunk_);
         for (size_t b = first; b < last; b++) {
             sub.scales[b] = decode_scale(sums + (b - first) * kExponentGroups, ch.workers);
             Use &values = sub.uses[sub.exponent_chunks + b];
@@ -309,7 +312,7 @@ void Engine::on_result(Use &u, const wire::Header &h, std::span<const uint8_t> d
             make_ready(values);
         }
     } else {
-        size_t at = (sub.first_block + u.item) * kBlock, len = std::min(kBlock, op.n - at);
+        size_t at = (sub.first_block + u.item) * block_, len = std::min(block_, op.n - at);
         if (op.floats) {
             dequantize(sums, len, sub.scales[u.item], op.floats + at);
             op.report.nonfinite_blocks += sub.scales[u.item].nonfinite;

@@ -118,12 +118,14 @@ public:
         double weight = 1;
         uint32_t first_round = 0;  // of every chunk, newer than any an earlier session left
         uint64_t key = 0;          // the job key the aggregator handed out at join
+        uint32_t chunk_elems = XAGG_CHUNK_ELEMS;  // the job's chunk size, which is the block's
     };
     Engine(const ClientOptions &options, std::vector<Endpoint> endpoints, in_addr local);
     ~Engine();
 
     std::shared_ptr<Op> submit(float *floats, int32_t *ints, size_t n, int priority);
     unsigned workers() const { return channels_.front()->workers; }
+    size_t chunk_elems() const { return block_; }
 
     // The send-side knobs, changeable while operations are in flight (the tuner's choices):
     // they only pace what is sent, never what is summed. partition_chunks is capped at
@@ -178,6 +180,9 @@ private:
     std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
     void arm(Use &u, int64_t deadline);
     std::vector<uint8_t> tx_;
+    // Values per chunk (every aggregator's job has the same: checked by the client), the
+    // blocks an exponent chunk serves, and a datagram's size.
+    size_t block_ = XAGG_CHUNK_ELEMS, blocks_per_exponent_chunk_ = 0, datagram_bytes_ = 0;
     std::atomic<unsigned> window_, partition_;
     std::atomic<bool> stop_{false};
     std::thread thread_;

@@ -64,13 +64,13 @@ BlockScale decode_scale(const int32_t *summed, unsigned workers)
     return scale;  // every value zero (or non-finite): any exponent is exact; 0
 }
 
-void quantize(const float *values, size_t n, int8_t exponent, int32_t *out)
+void quantize(const float *values, size_t n, int8_t exponent, int32_t *out, size_t chunk_elems)
 {
     // |q| <= 2^30 when the values are those the exponent was agreed for; the kernel's clamp
     // keeps a buffer changed in the meantime from overflowing the conversion (its sum is then
     // wrong, but nobody else's). The loop is client/quantize_kernels.cpp's.
     kernels().quantize(values, n, std::ldexp(1.0, -exponent), out);
-    std::fill(out + n, out + XAGG_CHUNK_ELEMS, 0);
+    std::fill(out + n, out + chunk_elems, 0);
 }
 
 void dequantize(const int32_t *sums, size_t n, const BlockScale &scale, float *out)
@@ -90,14 +90,14 @@ double error_bound(int8_t exponent, unsigned workers, double exact)
     return rounding + std::ldexp(std::fabs(exact) + rounding, -24) + std::ldexp(1.0, -150);
 }
 
-Expected expected_allreduce(const std::vector<std::span<const float>> &inputs)
+Expected expected_allreduce(const std::vector<std::span<const float>> &inputs, size_t chunk_elems)
 {
-    constexpr size_t kBlock = XAGG_CHUNK_ELEMS;
+    const size_t block = chunk_elems;
     const auto workers = static_cast<unsigned>(inputs.size());
-    const size_t n = inputs.empty() ? 0 : inputs[0].size(), blocks = (n + kBlock - 1) / kBlock;
+    const size_t n = inputs.empty() ? 0 : inputs[0].size(), blocks = (n + block - 1) / block;
     Expected out{std::vector<float>(n), std::vector<BlockScale>(blocks)};
     for (size_t b = 0; b < blocks; b++) {
-        const size_t at = b * kBlock, len = std::min(kBlock, n - at);
+        const size_t at = b * block, len = std::min(block, n - at);
         int32_t groups[kExponentGroups] = {};
         for (const auto &in : inputs) {
             int32_t mine[kExponentGroups] = {};
@@ -107,10 +107,10 @@ Expected expected_allreduce(const std::vector<std::span<const float>> &inputs)
                                                  static_cast<uint32_t>(mine[g]));
         }
         BlockScale scale = decode_scale(groups, workers);
-        int32_t sum[kBlock] = {}, q[kBlock];
+        int32_t sum[XAGG_MAX_CHUNK_ELEMS] = {}, q[XAGG_MAX_CHUNK_ELEMS];
         for (const auto &in : inputs) {
-            quantize(in.data() + at, len, scale.exponent, q);
-            for (size_t i = 0; i < kBlock; i++)
+            quantize(in.data() + at, len, scale.exponent, q, block);
+            for (size_t i = 0; i < block; i++)
                 sum[i] = static_cast<int32_t>(static_cast<uint32_t>(sum[i]) +
                                               static_cast<uint32_t>(q[i]));
         }

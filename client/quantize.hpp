@@ -2,18 +2,19 @@
 // Float gradients to the wire's int32 and back, with a block exponent every worker agrees on
 // before it sends a value, so that the integer sum of all workers cannot overflow.
 //
-// A block is one chunk: 768 values (XAGG_CHUNK_ELEMS). Agreement costs one extra all-reduce of
-// small integers through the aggregator itself, because the aggregator only sums:
+// A block is one chunk: 768 values (XAGG_CHUNK_ELEMS), or 2048 in a job of jumbo chunks.
+// Agreement costs one extra all-reduce of small integers through the aggregator itself, because
+// the aggregator only sums:
 //
 //  1. Each worker takes its block's largest finite magnitude m and e = its frexp exponent
 //     (m < 2^e; e in [-148, 128] for floats). It encodes level L = e + 148 as the single bit
 //     2^(L mod 24) in group L / 24 of 12 int32 groups (kExponentGroups); a block with a NaN or
 //     an infinity also sets bit 23 of the last group, which no level uses.
-//  2. The groups of 64 blocks fill one "exponent chunk" (all 768 of its values), all-reduced
-//     like any other chunk. In the sum, the highest non-zero group g holds the largest worker's
-//     level: s = sum of 2^b over the workers there, so 2^bmax <= s <= W * 2^bmax and
-//     E = 24 g + floor(log2 s) - 148 satisfies emax <= E <= emax + log2(W). Every worker
-//     computes the same E from the same sum: that is the agreement.
+//  2. The groups of 64 blocks fill one "exponent chunk" (all 768 of its values; 170 blocks and
+//     2040 of 2048 values with jumbo chunks), all-reduced like any other chunk. In the sum, the
+//     highest non-zero group g holds the largest worker's level: s = sum of 2^b over the workers
+//     there, so 2^bmax <= s <= W * 2^bmax and E = 24 g + floor(log2 s) - 148 satisfies emax <= E <=
+//     emax + log2(W). Every worker computes the same E from the same sum: that is the agreement.
 //  3. Values are sent as q = round(v * 2^-x) with x = E - F and F = 30 - ceil(log2 W) fraction
 //     bits: |q| <= 2^F, so the sum of W of them is at most 2^30 and cannot overflow. x goes in
 //     the header's exponent field; it is clamped to >= -128 (its 8 bits), which only blocks
@@ -42,7 +43,6 @@ namespace xagg::client {
 
 inline constexpr int kExponentGroups = XAGG_EXPONENT_GROUPS;
 inline constexpr int kLevelsPerGroup = 24;
-inline constexpr int kBlocksPerExponentChunk = XAGG_BLOCKS_PER_EXPONENT_CHUNK;  // 64
 inline constexpr int kMinFrexpExponent = -148;  // the smallest denormal is 2^-149 = 0.5 * 2^-148
 inline constexpr uint32_t kNonFiniteBit = 1u << 23;  // in the last group
 
@@ -59,7 +59,7 @@ struct BlockScale {
     bool nonfinite = false;  // some worker's block had a NaN or an infinity
 };
 
-// Scans n <= XAGG_CHUNK_ELEMS values.
+// Scans n values (at most a chunk).
 BlockScan scan_block(const float *values, size_t n);
 // Adds the block's bits into its kExponentGroups slots of an exponent chunk (zeroed before).
 void encode_scan(const BlockScan &scan, int32_t *groups);
@@ -68,11 +68,10 @@ BlockScale decode_scale(const int32_t *summed_groups, unsigned workers);
 // F: fraction bits that keep W values of magnitude <= 2^F summable in int32.
 int fraction_bits(unsigned workers);
 
-// n <= XAGG_CHUNK_ELEMS values into XAGG_CHUNK_ELEMS int32 (zero-padded); NaN and infinities become
-// 0.
-void quantize(const float *values, size_t n, int8_t exponent, int32_t *out);
-// The first n of XAGG_CHUNK_ELEMS summed int32 back to floats; a non-finite block gives NaN
-// throughout.
+// n <= chunk_elems values into chunk_elems int32 (zero-padded); NaN and infinities become 0.
+void quantize(const float *values, size_t n, int8_t exponent, int32_t *out,
+              size_t chunk_elems = XAGG_CHUNK_ELEMS);
+// The first n summed int32 of a chunk back to floats; a non-finite block gives NaN throughout.
 void dequantize(const int32_t *sums, size_t n, const BlockScale &scale, float *out);
 
 // The documented bound on |result - exact sum| of one value whose exact sum is `exact`.
@@ -85,6 +84,8 @@ struct Expected {
     std::vector<float> values;
     std::vector<BlockScale> scales;  // per block (chunk) of values
 };
-Expected expected_allreduce(const std::vector<std::span<const float>> &inputs);
+// `chunk_elems`: the job's chunk size, which is the block size.
+Expected expected_allreduce(const std::vector<std::span<const float>> &inputs,
+                            size_t chunk_elems = XAGG_CHUNK_ELEMS);
 
 }  // namespace xagg::client

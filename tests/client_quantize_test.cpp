@@ -26,15 +26,16 @@ Expected all_reduce(const std::vector<std::vector<float>> &inputs)
 }
 
 // Checks every finite value against the float64 sum and the bound; returns the worst error
-// relative to its bound.
-double check_bound(const std::vector<std::vector<float>> &inputs, const Expected &o)
+// relative to its bound. `block`: the job's chunk size, the block of one exponent.
+double check_bound(const std::vector<std::vector<float>> &inputs, const Expected &o,
+                   size_t block = kBlock)
 {
     double worst = 0;
     for (size_t i = 0; i < o.values.size(); i++) {
         double exact = 0;
         for (const auto &in : inputs)
             exact += in[i];
-        const BlockScale &s = o.scales[i / kBlock];
+        const BlockScale &s = o.scales[i / block];
         if (std::fabs(exact) > std::numeric_limits<float>::max()) {
             EXPECT_EQ(o.values[i], std::copysign(INFINITY, exact)) << "value " << i;
             continue;
@@ -191,6 +192,21 @@ TEST(QuantizeTest, FractionBitsLeaveRoomForEveryWorker)
     EXPECT_EQ(fraction_bits(3), 28);
     EXPECT_EQ(fraction_bits(4), 28);
     EXPECT_EQ(fraction_bits(64), 24);
+}
+
+// Jumbo chunks: blocks of 2048 values, one exponent each, under the same bound; values of very
+// different magnitudes inside one block cost the small ones precision, never correctness.
+TEST(JumboBlockTest, EveryValueIsWithinTheBoundWithBlocksOf2048)
+{
+    constexpr size_t kJumbo = XAGG_JUMBO_CHUNK_ELEMS;
+    auto inputs = make(4, 3 * kJumbo + 5, [](std::mt19937 &r, unsigned, size_t i) {
+        std::uniform_real_distribution<float> u(-1, 1);
+        return std::ldexp(u(r), static_cast<int>(i % 997) % 40 - 20);
+    });
+    std::vector<std::span<const float>> views(inputs.begin(), inputs.end());
+    Expected o = expected_allreduce(views, kJumbo);
+    ASSERT_EQ(o.scales.size(), 4u);  // ceil((3 * 2048 + 5) / 2048)
+    check_bound(inputs, o, kJumbo);
 }
 
 }  // namespace

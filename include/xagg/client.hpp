@@ -171,6 +171,9 @@ public:
     }
 
     unsigned workers() const;  // the job's size (of the first aggregator's job)
+    // The job's chunk size (768, or 2048 for jumbo chunks): the block of values that shares one
+    // exponent in a float all-reduce, and so the unit of its error bound.
+    size_t chunk_elems() const;
     Tuning tuning() const;
 
 private:

@@ -31,10 +31,17 @@ struct Header {
 
 inline constexpr size_t kHeaderBytes = sizeof(xagg_hdr);
 
-// Exponent chunks a float all-reduce of `blocks` blocks sends before its values.
-inline constexpr uint64_t exponent_chunks(uint64_t blocks)
+// Blocks (chunks of values) whose exponent groups one exponent chunk of `chunk_elems` values
+// holds: 64 for standard chunks, 170 for jumbo ones (the last 8 values unused).
+inline constexpr uint64_t blocks_per_exponent_chunk(uint64_t chunk_elems)
 {
-    return (blocks + XAGG_BLOCKS_PER_EXPONENT_CHUNK - 1) / XAGG_BLOCKS_PER_EXPONENT_CHUNK;
+    return chunk_elems / XAGG_EXPONENT_GROUPS;
+}
+// Exponent chunks a float all-reduce of `blocks` blocks sends before its values.
+inline constexpr uint64_t exponent_chunks(uint64_t blocks, uint64_t chunk_elems = XAGG_CHUNK_ELEMS)
+{
+    const uint64_t per = blocks_per_exponent_chunk(chunk_elems);
+    return (blocks + per - 1) / per;
 }
 inline constexpr size_t kDatagramBytes = kHeaderBytes + XAGG_CHUNK_BYTES;
 inline constexpr size_t kJumboDatagramBytes = kHeaderBytes + XAGG_JUMBO_CHUNK_BYTES;

@@ -43,14 +43,15 @@ std::optional<std::string> interface_with_address(in_addr addr)
     return name;
 }
 
-std::string chunk_mtu_problem(const std::string &ifname)
+std::string chunk_mtu_problem(const std::string &ifname, int min_mtu)
 {
     std::optional<int> mtu = interface_mtu(ifname);
-    if (!mtu || *mtu >= XAGG_MIN_MTU)
+    if (!mtu || *mtu >= min_mtu)
         return {};
-    return "interface " + ifname + " has MTU " + std::to_string(*mtu) +
-           "; xagg's frames need at least " + std::to_string(XAGG_MIN_MTU) + " (ip link set dev " +
-           ifname + " mtu 9000, and the same on every link between workers and aggregator)";
+    return "interface " + ifname + " has MTU " + std::to_string(*mtu) + "; " +
+           (min_mtu > XAGG_MIN_MTU ? "a job of jumbo chunks needs " : "xagg's frames need ") +
+           "at least " + std::to_string(min_mtu) + " (ip link set dev " + ifname +
+           " mtu 9000, and the same on every link between workers and aggregator)";
 }
 
 }  // namespace xagg::sys

@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "xagg/proto.h"
+
 namespace xagg::sys {
 
 // The MTU of interface `ifname` in the current network namespace, if it exists.
@@ -17,6 +19,6 @@ std::optional<std::string> interface_with_address(in_addr addr);
 
 // Why `ifname` cannot carry a chunk's frame (its MTU is below XAGG_MIN_MTU), with the command
 // that fixes it; "" when it can, or when there is no such interface to ask.
-std::string chunk_mtu_problem(const std::string &ifname);
+std::string chunk_mtu_problem(const std::string &ifname, int min_mtu = XAGG_MIN_MTU);
 
 }  // namespace xagg::sys

@@ -120,7 +120,7 @@ struct Verdict {
     double worst = 0;  // largest |error| / bound
 };
 
-Verdict verify_float(const Options &o, unsigned workers, unsigned iteration,
+Verdict verify_float(const Options &o, unsigned workers, size_t chunk_elems, unsigned iteration,
                      const std::vector<float> &got)
 {
     std::vector<std::vector<float>> inputs(workers, std::vector<float>(got.size()));
@@ -129,7 +129,7 @@ Verdict verify_float(const Options &o, unsigned workers, unsigned iteration,
         synthesize(o.seed, r, iteration, inputs[r]);
         views.emplace_back(inputs[r]);
     }
-    xagg::client::Expected want = xagg::client::expected_allreduce(views);
+    xagg::client::Expected want = xagg::client::expected_allreduce(views, chunk_elems);
     Verdict v;
     for (size_t i = 0; i < got.size(); i++) {
         (std::memcmp(&got[i], &want.values[i], sizeof(float)) == 0 ? v.exact : v.wrong)++;
@@ -137,7 +137,7 @@ Verdict verify_float(const Options &o, unsigned workers, unsigned iteration,
         for (unsigned r = 0; r < workers; r++)
             exact += inputs[r][i];
         double bound =
-            xagg::client::error_bound(want.scales[i / XAGG_CHUNK_ELEMS].exponent, workers, exact);
+            xagg::client::error_bound(want.scales[i / chunk_elems].exponent, workers, exact);
         double err = std::fabs(double{got[i]} - exact);
         v.beyond_bound += err > bound;
         v.worst = std::max(v.worst, err / bound);
@@ -262,7 +262,7 @@ int run(Options &o)
         total.partial_chunks += r.partial_chunks;
         if (o.verify && o.input.empty()) {
             if constexpr (std::is_same_v<T, float>)
-                verdicts[it] = verify_float(o, workers, it, data);
+                verdicts[it] = verify_float(o, workers, client_ptr->chunk_elems(), it, data);
             else
                 verdicts[it] = verify_int(o, workers, it, data);
         }
