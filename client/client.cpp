@@ -281,6 +281,12 @@ Placement resolve_placement(const std::string &etcd_endpoint, uint32_t job,
     return p;
 }
 
+void Client::barrier()
+{
+    int32_t here = 1;
+    AllReduce(engine_->submit(nullptr, &here, 1, std::numeric_limits<int>::max())).wait();
+}
+
 unsigned Client::workers() const
 {
     return engine_->workers();

@@ -15,6 +15,9 @@
 namespace xagg::client {
 namespace {
 
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "the payload is little-endian and is quantized straight into the datagram");
+
 using Clock = std::chrono::steady_clock;
 
 int64_t now_ns()
@@ -200,8 +203,14 @@ size_t Engine::encode(const Use &u, bool retransmit, uint8_t *out) const
     h.round = u.round;
     h.chunk = u.index;
     h.nelem = static_cast<uint16_t>(block_);
-    int32_t values[XAGG_MAX_CHUNK_ELEMS] = {};
+    // The payload goes straight into the datagram, in the machine's order, which is the wire's
+    // (little-endian, checked below): no staging copy, no zeroing of what is written anyway.
+    if (!u.exponent && op.floats)
+        h.exponent = sub.scales[u.item].exponent;
+    const size_t header = wire::encode(h, {}, {out, datagram_bytes_});
+    auto *values = reinterpret_cast<int32_t *>(out + header);
     if (u.exponent) {
+        std::fill(values, values + block_, 0);
         size_t first = size_t{u.item} * blocks_per_exponent_chunk_;
         size_t last = std::min(sub.blocks, first + blocks_per_exponent_chunk_);
         for (size_t b = first; b < last; b++)
@@ -209,13 +218,13 @@ size_t Engine::encode(const Use &u, bool retransmit, uint8_t *out) const
     } else {
         size_t at = (sub.first_block + u.item) * block_, len = std::min(block_, op.n - at);
         if (op.floats) {
-            h.exponent = sub.scales[u.item].exponent;
             quantize(op.floats + at, len, h.exponent, values, block_);
         } else {
             std::memcpy(values, op.ints + at, len * sizeof(int32_t));
+            std::fill(values + len, values + block_, 0);
         }
     }
-    return wire::encode(h, {values, block_}, {out, datagram_bytes_});
+    return header + block_ * sizeof(int32_t);
 }
 
 // Sends what the credit allows, best first; a partition at a time.

@@ -7,6 +7,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "xagg/proto.h"
@@ -109,6 +110,23 @@ TEST_F(ClientApi, AHigherPriorityTensorOvertakesALargeOneAlreadyInFlight)
     b1.wait();
     EXPECT_EQ(big0, std::vector<float>(4 << 20, 3.0f));
     EXPECT_EQ(big1, big0);
+}
+
+// A barrier returns on both workers once both called it, and takes nothing from the all-reduces
+// around it: their sums stay exact.
+TEST_F(ClientApi, ABarrierPassesBothWorkersAndLeavesTheSumsExact)
+{
+    auto c0 = client(0), c1 = client(1);
+    std::vector<int32_t> a(5000, 3), b(5000, 4);
+    sum_on_both(*c0, a, *c1, b);
+    std::thread other([&] { c1->barrier(); });
+    c0->barrier();
+    other.join();
+    std::vector<int32_t> x(5000, -1), y(5000, 10);
+    sum_on_both(*c0, x, *c1, y);
+    EXPECT_EQ(a, std::vector<int32_t>(5000, 7));
+    EXPECT_EQ(x, std::vector<int32_t>(5000, 9));
+    EXPECT_EQ(y, x);
 }
 
 TEST_F(ClientApi, AnEvictedWorkerIsToldSoAndTheOtherGoesOnAlone)

@@ -170,6 +170,10 @@ public:
         return allreduce_async(data, priority).wait();
     }
 
+    // Returns once every worker of the job has called it: a one-value all-reduce through the
+    // first aggregator, sent ahead of everything queued. Not an all-reduce call for the tuner.
+    void barrier();
+
     unsigned workers() const;  // the job's size (of the first aggregator's job)
     // The job's chunk size (768, or 2048 for jumbo chunks): the block of values that shares one
     // exponent in a float all-reduce, and so the unit of its error bound.

@@ -35,6 +35,7 @@ struct Options {
     uint64_t elems = 1 << 20, seed = 1;
     unsigned iterations = 1;
     bool verify = false, json = false;
+    bool barrier = false;  // a barrier before each timed all-reduce
     xagg::ClientOptions client;
     unsigned timeout_ms = 20;
 };
@@ -231,6 +232,12 @@ int run(Options &o)
         auto start = Clock::now();
         xagg::AllReduceReport r;
         try {
+            // As gloo's baseline passes dist.barrier(): otherwise a worker that prepared its
+            // input early counts, as its own all-reduce time, the others still preparing theirs.
+            if (o.barrier) {
+                client_ptr->barrier();
+                start = Clock::now();
+            }
             r = client_ptr->allreduce(std::span<T>(data));
         } catch (const xagg::ClientError &e) {
             // A cluster job outlives a node: take the new placement, and start again, with the
@@ -378,6 +385,9 @@ int main(int argc, char **argv)
     app.add_option("--input", o.input, "Raw file of the tensor (instead of synthetic data)");
     app.add_option("--output", o.output, "Write the last result here (raw)");
     app.add_option("--seed", o.seed, "Seed of the synthetic data")->capture_default_str();
+    app.add_flag("--barrier", o.barrier,
+                 "Pass a barrier of all workers before each timed all-reduce (benchmarks: what "
+                 "a worker spends preparing its input is then not counted in another's time)");
     app.add_flag("--verify", o.verify,
                  "Check every result: bit for bit against the protocol's arithmetic, and "
                  "within the error bound of the float64 sum (synthetic data only)");
