@@ -9,6 +9,8 @@ AGG = ("10.0.0.100", "02:00:00:00:00:aa", 9871)
 RANKS = {0: ("10.0.0.1", "02:00:00:00:00:01", 5000), 1: ("10.0.0.2", "02:00:00:00:00:02", 5001)}
 GROUP = ("239.1.0.7", 9872)
 JOB, KEY, VERSION, ELEMS, EXPONENT = 7, 0x5EC2E79A41B03D16, 3, 768, -8
+# The job of jumbo chunks beside it.
+JUMBO_JOB, JUMBO_KEY, JUMBO_ELEMS, JUMBO_GROUP = 9, 0x41B03D165EC2E79A, 2048, ("239.1.0.9", 9872)
 HDR = 40
 F_RESULT, F_RETRANSMIT, F_RESENT = 0x01, 0x02, 0x08
 
@@ -116,3 +118,18 @@ worker("payload-changed-on-the-way", "the sender checksummed 768 values of 2; th
        "action=drop counter=drop_bad_udp_checksum host=kernel", rnd=1, checksum="stale")
 worker("wrong-source-port", "rank 0 from port 5002, not its registered 5000",
        "action=drop counter=drop_not_member", rnd=1, sport=5002)
+print("A job of jumbo chunks, job 9: the same exchange in 8274-byte frames (the payload reaches\n"
+      "past the first 4 KiB, so most drivers hand it over in several buffers), then a standard\n"
+      "chunk sent to it:\n")
+worker("jumbo-contribution", "rank 0 of job 9 contributes chunk 0 of round 0: 2048 values of 5, with a "
+       "UDP checksum", "action=drop counter=aggregated", job=JUMBO_JOB, key=JUMBO_KEY,
+       nelem=JUMBO_ELEMS, value=5, checksum="right")
+worker("jumbo-last-contribution", "rank 1 contributes 2048 values of 6: the chunk is complete",
+       "action=tx counter=completed reply=jumbo-result", rank=1, job=JUMBO_JOB, key=JUMBO_KEY,
+       nelem=JUMBO_ELEMS, value=6)
+frame("jumbo-result", "the sum (11) to job 9's group 239.1.0.9:9872, one frame of 8274 bytes",
+      src=AGG[0], dst=JUMBO_GROUP[0], dst_mac="01:00:5e:01:00:09", src_mac=AGG[1], sport=AGG[2],
+      dport=JUMBO_GROUP[1], flags=F_RESULT, rank=0xFFFF, job=JUMBO_JOB, nelem=JUMBO_ELEMS,
+      value=11, contrib=3, key=0)
+worker("standard-chunk-to-jumbo-job", "a 768-value chunk under job 9's key: not the job's chunk size",
+       "action=drop counter=drop_bad_length", rnd=1, job=JUMBO_JOB, key=JUMBO_KEY)

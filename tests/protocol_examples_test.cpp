@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -78,10 +79,19 @@ std::vector<ExampleFrame> read_examples(const std::string &path)
     return frames;
 }
 
-// The setup every example assumes (PROTOCOL.md, "Example frames").
-constexpr uint32_t kJob = 7, kTag = 7;
-// The job key PROTOCOL.md's example frames carry.
-constexpr uint64_t kKey = 0x5ec2e79a41b03d16;
+// The setup every example assumes (PROTOCOL.md, "Example frames"): a job of standard chunks and
+// one of jumbo chunks, with the keys the frames carry.
+struct ExampleJob {
+    uint32_t id;
+    uint64_t key;
+    const char *group;
+    uint16_t chunk_elems;
+    uint32_t region_base, region_chunks;  // slot positions: four chunks of either size
+};
+constexpr ExampleJob kJobs[] = {
+    {7, 0x5ec2e79a41b03d16, "239.1.0.7", XAGG_CHUNK_ELEMS, 0, 4},
+    {9, 0x41b03d165ec2e79a, "239.1.0.9", XAGG_JUMBO_CHUNK_ELEMS, 4, 4 * XAGG_JUMBO_SLOT_PARTS},
+};
 constexpr uint16_t kGroupPort = 9872;
 
 enum xagg_counter counter_named(const std::string &name)
@@ -103,31 +113,36 @@ protected:
             by_name_[f.name] = &f;
         fast_ = std::make_unique<FastPath>(FastPathConfig{XAGG_DEFAULT_PORT, 4, 16, ""});
         fast_->load();
-        JobSpec spec;
-        spec.id = kJob;
-        spec.members = 0b11;
-        spec.region_chunks = 4;
-        spec.tag = kTag;
-        spec.key = kKey;
-        spec.group.s_addr = htonl(ip4("239.1.0.7"));
-        spec.group_port = kGroupPort;
-        fast_->put_job(spec);
-        fast_->put_member(kJob, 0, in_addr{htonl(ip4("10.0.0.1"))}, 5000);
-        fast_->put_member(kJob, 1, in_addr{htonl(ip4("10.0.0.2"))}, 5001);
-
-        // The host path serves the same job whole (no fast-path region).
+        // The host path serves the same jobs whole (no fast-path region).
         host_ = std::make_unique<daemon::HostPs>(XAGG_DEFAULT_PORT, "lo", 0);
-        daemon::Job job;
-        job.id = kJob;
-        job.workers = 2;
-        job.chunks = 4;
-        job.tag = kTag;
-        job.key = kKey;
-        job.group = spec.group;
-        job.group_port = kGroupPort;
-        job.members[0] = {0, in_addr{htonl(ip4("10.0.0.1"))}, 5000};
-        job.members[1] = {1, in_addr{htonl(ip4("10.0.0.2"))}, 5001};
-        host_->put_job(job);
+        for (const ExampleJob &example : kJobs) {
+            JobSpec spec;
+            spec.id = example.id;
+            spec.members = 0b11;
+            spec.region_base = example.region_base;
+            spec.region_chunks = example.region_chunks;
+            spec.chunk_elems = example.chunk_elems;
+            spec.tag = example.id;
+            spec.key = example.key;
+            spec.group.s_addr = htonl(ip4(example.group));
+            spec.group_port = kGroupPort;
+            fast_->put_job(spec);
+            fast_->put_member(example.id, 0, in_addr{htonl(ip4("10.0.0.1"))}, 5000);
+            fast_->put_member(example.id, 1, in_addr{htonl(ip4("10.0.0.2"))}, 5001);
+
+            daemon::Job job;
+            job.id = example.id;
+            job.workers = 2;
+            job.chunk_elems = example.chunk_elems;
+            job.chunks = example.region_chunks;
+            job.tag = example.id;
+            job.key = example.key;
+            job.group = spec.group;
+            job.group_port = kGroupPort;
+            job.members[0] = {0, in_addr{htonl(ip4("10.0.0.1"))}, 5000};
+            job.members[1] = {1, in_addr{htonl(ip4("10.0.0.2"))}, 5001};
+            host_->put_job(job);
+        }
     }
 
     std::vector<ExampleFrame> examples_;
@@ -153,6 +168,11 @@ TEST_F(ProtocolExamplesTest, EveryExampleFrameDoesWhatTheDocumentSays)
     ASSERT_GE(seen["completed"], 1) << "PROTOCOL.md lost its example result";
     ASSERT_GE(seen["resent"], 1) << "PROTOCOL.md lost its example re-send";
     ASSERT_GE(examples_.size(), 10u);
+    ASSERT_GE(std::count_if(
+                  examples_.begin(), examples_.end(),
+                  [](const ExampleFrame &f) { return f.bytes.size() == XAGG_JUMBO_FRAME_BYTES; }),
+              3)
+        << "PROTOCOL.md lost its jumbo exchange";
 
     for (const ExampleFrame &f : examples_) {
         if (!f.attrs.count("action"))
