@@ -283,6 +283,7 @@ Placement resolve_placement(const std::string &etcd_endpoint, uint32_t job,
 
 void Client::barrier()
 {
+    rendezvous();  // like an all-reduce: nothing is sent before every rank has joined
     int32_t here = 1;
     AllReduce(engine_->submit(nullptr, &here, 1, std::numeric_limits<int>::max())).wait();
 }

@@ -113,10 +113,18 @@ TEST_F(ClientApi, AHigherPriorityTensorOvertakesALargeOneAlreadyInFlight)
 }
 
 // A barrier returns on both workers once both called it, and takes nothing from the all-reduces
-// around it: their sums stay exact.
+// around it: their sums stay exact. As a first call too, made before the other worker has even
+// joined: it waits for the other to join, as an all-reduce does, rather than sending a round
+// the other would not know of.
 TEST_F(ClientApi, ABarrierPassesBothWorkersAndLeavesTheSumsExact)
 {
-    auto c0 = client(0), c1 = client(1);
+    auto c0 = client(0);
+    std::thread first([&] { c0->barrier(); });
+    json job = control(socket_, {{"op", "show_job"}, {"job", 7}})["job"];
+    EXPECT_EQ(job["members"].size(), 1u) << "only rank 0 has joined: its barrier waits";
+    auto c1 = client(1);
+    c1->barrier();
+    first.join();
     std::vector<int32_t> a(5000, 3), b(5000, 4);
     sum_on_both(*c0, a, *c1, b);
     std::thread other([&] { c1->barrier(); });
