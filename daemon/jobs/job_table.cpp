@@ -150,7 +150,7 @@ const Job &JobTable::create(const JobRequest &r)
     if (r.chunk_elems != XAGG_CHUNK_ELEMS && r.chunk_elems != XAGG_JUMBO_CHUNK_ELEMS)
         refuse("chunk_elems must be " + std::to_string(XAGG_CHUNK_ELEMS) + " or " +
                std::to_string(XAGG_JUMBO_CHUNK_ELEMS));
-    const uint32_t parts = r.chunk_elems == XAGG_JUMBO_CHUNK_ELEMS ? XAGG_JUMBO_SLOT_PARTS : 1;
+    const uint32_t parts = xagg_chunk_parts(r.chunk_elems);
     uint64_t chunks = (r.gradient_elems + r.chunk_elems - 1) / r.chunk_elems * parts;
     if (chunks > UINT32_MAX)
         refuse("gradient_elems is too large (at most 2^32 slots of 768 values)");

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "lib/sched/memory_scheduler.hpp"
+#include "xagg/check.h"
 #include "xagg/fastpath.h"
 #include "xagg/proto.h"
 
@@ -69,10 +70,7 @@ struct Job {
     std::map<uint32_t, Member> members;  // by rank
 
     // Slot positions one chunk takes.
-    uint32_t parts() const
-    {
-        return chunk_elems == XAGG_JUMBO_CHUNK_ELEMS ? XAGG_JUMBO_SLOT_PARTS : 1;
-    }
+    uint32_t parts() const { return xagg_chunk_parts(chunk_elems); }
     // The job's chunks as workers count them.
     uint32_t wire_chunks() const { return chunks / parts(); }
     uint64_t all_ranks() const { return workers == 64 ? ~0ull : (1ull << workers) - 1; }

@@ -69,10 +69,16 @@ static XAGG_INLINE int xagg_is_jumbo(const struct xagg_hdr *hdr)
     return hdr->nelem == XAGG_WIRE16(XAGG_JUMBO_CHUNK_ELEMS);
 }
 
-/* Slot positions a chunk of the job takes (include/xagg/fastpath.h). */
+/* Slot positions a chunk of `chunk_elems` values takes (include/xagg/fastpath.h): the one rule
+ * the fast path, the host path, the daemon's memory accounting and xaggctl apply. */
+static XAGG_INLINE __u32 xagg_chunk_parts(__u32 chunk_elems)
+{
+    return chunk_elems == XAGG_JUMBO_CHUNK_ELEMS ? XAGG_JUMBO_SLOT_PARTS : 1;
+}
+
 static XAGG_INLINE __u32 xagg_job_parts(const struct xagg_job *job)
 {
-    return job->chunk_elems == XAGG_JUMBO_CHUNK_ELEMS ? XAGG_JUMBO_SLOT_PARTS : 1;
+    return xagg_chunk_parts(job->chunk_elems);
 }
 
 /*

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "tools/xaggctl/render.hpp"
+#include "xagg/check.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -220,7 +221,7 @@ std::string render_job(const api::Job &j)
     f.add("delivery", std::string(j.fanout ? "unicast fan-out" : "multicast") + " to " + j.group +
                           ":" + std::to_string(j.group_port));
     const uint64_t fast = j.fast_path_chunks, base = j.region_base;
-    const uint64_t parts = j.chunk_elems == XAGG_JUMBO_CHUNK_ELEMS ? XAGG_JUMBO_SLOT_PARTS : 1;
+    const uint64_t parts = xagg_chunk_parts(j.chunk_elems);
     f.add("memory", (j.host_path ? std::string("host path only (configured); ") : std::string()) +
                         std::to_string(fast) + " chunks on the fast path" +
                         (fast ? " (slot positions " + std::to_string(base) + "-" +
