@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "lib/fastpath/fastpath.hpp"
+#include "tests/support/packet_builder.hpp"
 #include "xagg/proto.h"
 
 namespace {
@@ -52,54 +53,20 @@ struct Size {
     uint32_t parts;
 };
 
-void put16(std::vector<uint8_t> &b, size_t at, uint16_t v)
-{
-    b[at] = static_cast<uint8_t>(v >> 8);
-    b[at + 1] = static_cast<uint8_t>(v);
-}
-void put32(std::vector<uint8_t> &b, size_t at, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        b[at + i] = static_cast<uint8_t>(v >> (24 - 8 * i));
-}
-
-uint16_t ip_checksum(const std::vector<uint8_t> &b)
-{
-    uint32_t sum = 0;
-    for (size_t i = 14; i < 34; i += 2)
-        if (i != 24)
-            sum += uint32_t{b[i]} << 8 | b[i + 1];
-    while (sum >> 16)
-        sum = (sum & 0xffff) + (sum >> 16);
-    return static_cast<uint16_t>(~sum);
-}
-
-// Rank r's contribution frame of a chunk size; round and chunk are patched in per run.
+// Rank r's contribution frame of a chunk size (tests/support/packet_builder.hpp, which builds
+// frames byte by byte from PROTOCOL.md); round and chunk are patched in per run.
 std::vector<uint8_t> frame_of(const Size &s, uint32_t rank)
 {
-    const size_t udp_len = 8 + 40 + size_t{s.elems} * 4;
-    std::vector<uint8_t> b(14 + 20 + udp_len, 0);
-    b[12] = 0x08;
-    b[14] = 0x45;
-    put16(b, 16, static_cast<uint16_t>(20 + udp_len));
-    b[22] = 64;
-    b[23] = 17;
-    put32(b, 26, 0x0a580001 + rank);
-    put32(b, 30, 0x0a5800fe);
-    put16(b, 24, ip_checksum(b));
-    put16(b, 34, 9872);
-    put16(b, 36, XAGG_DEFAULT_PORT);
-    put16(b, 38, static_cast<uint16_t>(udp_len));
-    put32(b, 42, XAGG_MAGIC);
-    b[46] = XAGG_VERSION;
-    put16(b, 48, static_cast<uint16_t>(rank));
-    put32(b, 50, s.job);
-    put16(b, 62, s.elems);
-    for (int i = 0; i < 8; i++)
-        b[74 + i] = static_cast<uint8_t>(kKey >> (56 - 8 * i));
-    for (size_t i = 0; i < s.elems; i++)
-        b[82 + 4 * i] = static_cast<uint8_t>(rank + 1);  // little-endian rank + 1
-    return b;
+    xagg::test::Frame f;
+    f.src_ip = 0x0a580001 + rank;
+    f.dst_ip = 0x0a5800fe;
+    f.src_port = 9872;
+    f.rank = static_cast<uint16_t>(rank);
+    f.job = s.job;
+    f.key = kKey;
+    f.nelem = s.elems;
+    f.values.assign(s.elems, static_cast<int32_t>(rank + 1));
+    return f.build();
 }
 
 // The program: ns per contribution (the kernel's measure), after checking every result.
@@ -117,8 +84,8 @@ double program_ns(xagg::FastPath &fp, const Size &s, uint32_t rounds, uint32_t r
         for (uint32_t chunk = 0; chunk < chunks; chunk++) {
             for (uint32_t r = 0; r < kWorkers; r++) {
                 std::vector<uint8_t> &f = frames[r];
-                put32(f, 54, round);
-                put32(f, 58, chunk);
+                xagg::test::put_be32(f, xagg::test::off::x_round, round);
+                xagg::test::put_be32(f, xagg::test::off::x_chunk, chunk);
                 LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = f.data(), .data_out = out.data(),
                             .data_size_in = static_cast<uint32_t>(f.size()),
                             .data_size_out = static_cast<uint32_t>(out.size()), .ctx_in = &ctx,
@@ -130,7 +97,9 @@ double program_ns(xagg::FastPath &fp, const Size &s, uint32_t rounds, uint32_t r
                 if (o.retval == XDP_TX) {
                     results++;
                     // 1 + 2 + 3 + 4 in every value of the sum.
-                    if (out[82] != 10 || out[82 + 4 * (s.elems - 1)] != 10)
+                    if (xagg::test::get_le32(out, xagg::test::off::payload) != 10 ||
+                        xagg::test::get_le32(out, xagg::test::off::payload + 4 * (s.elems - 1)) !=
+                            10)
                         throw std::runtime_error("a result with a wrong sum");
                 }
             }
@@ -149,7 +118,7 @@ double program_ns(xagg::FastPath &fp, const Size &s, uint32_t rounds, uint32_t r
 double pass_ns(xagg::FastPath &fp, const Size &s)
 {
     std::vector<uint8_t> f = frame_of(s, 0), out(f.size() + 256);
-    put16(f, 36, 9);  // discard
+    xagg::test::put_be16(f, xagg::test::off::udp_dport, 9);  // discard
     xdp_md ctx{};
     ctx.data_end = std::min<uint32_t>(kLinear, static_cast<uint32_t>(f.size()));
     uint64_t total = 0;
@@ -230,7 +199,8 @@ double reference_ns(const Size &s, uint32_t rounds, const Loops &loops)
             int32_t *sum =
                 &slots[(size_t{chunk} * s.parts * 2 + (round & 1) * s.parts) * XAGG_CHUNK_ELEMS];
             for (uint32_t r = 0; r < kWorkers; r++) {
-                const auto *v = reinterpret_cast<const int32_t *>(frames[r].data() + 82);
+                const auto *v =
+                    reinterpret_cast<const int32_t *>(frames[r].data() + xagg::test::off::payload);
                 if (r == 0)
                     loops.store(sum, v, n);
                 else if (r + 1 < kWorkers)
