@@ -32,6 +32,19 @@ Datagram as_datagram(const Bytes &frame)
     return d;
 }
 
+// The sums on the wire: little-endian int32 after the 40-byte header.
+std::vector<int32_t> values_of(const uint8_t *datagram, size_t n = XAGG_CHUNK_ELEMS)
+{
+    std::vector<int32_t> v(n);
+    for (size_t i = 0; i < v.size(); i++) {
+        uint32_t le = 0;
+        for (int b = 0; b < 4; b++)
+            le |= uint32_t{datagram[sizeof(xagg_hdr) + 4 * i + b]} << (8 * b);
+        v[i] = static_cast<int32_t>(le);
+    }
+    return v;
+}
+
 class CrossPathTest : public FastPathTest {
 protected:
     void SetUp() override
@@ -85,6 +98,65 @@ protected:
         return outcome;
     }
 
+    // One sequence of contributions to chunk 1 (a duplicate, a disagreeing exponent, a
+    // completion, a re-send, a stale round) from the two ranks of `fast_job`, served by the fast
+    // path (its frames' linear part `linear` bytes, 0: as much as fits), and of `host_job`, served
+    // by the host path, chunks of `elems` values: the same verdict on both, and every result the
+    // exact sum of its round, with the same bitmap of contributors (the host marks its results
+    // FALLBACK).
+    void same_sequence(uint32_t fast_job, uint32_t host_job, size_t elems, uint32_t linear)
+    {
+        struct Step {
+            uint32_t rank, round;
+            int8_t exponent;
+            uint32_t seed;
+            enum xagg_counter outcome;
+        };
+        const Step steps[] = {
+            {0, 0, 3, 11, XAGG_CNT_AGGREGATED},
+            {0, 0, 3, 11, XAGG_CNT_DROP_DUPLICATE},
+            {1, 0, 4, 22, XAGG_CNT_DROP_BAD_EXPONENT},
+            {1, 0, 3, 23, XAGG_CNT_COMPLETED},
+            {0, 0, 3, 11, XAGG_CNT_RESENT},
+            {0, 1, 3, 5, XAGG_CNT_AGGREGATED},
+            {1, 1, 3, 6, XAGG_CNT_COMPLETED},
+            {0, 2, 3, 7, XAGG_CNT_AGGREGATED},
+            {1, 0, 3, 1, XAGG_CNT_DROP_STALE_ROUND},
+        };
+        std::vector<int32_t> round_values[3][2];
+        for (const Step &s : steps) {
+            SCOPED_TRACE(std::string("rank ") + std::to_string(s.rank) + " round " +
+                         std::to_string(s.round) + ", expecting " + counter_name(s.outcome));
+            const std::vector<int32_t> values = random_values(s.seed, elems);
+            if (s.outcome == XAGG_CNT_AGGREGATED || s.outcome == XAGG_CNT_COMPLETED)
+                round_values[s.round][s.rank] = values;
+            const auto frame_of = [&](uint32_t job) {
+                Frame f = contribution(job, s.rank, s.round, 1, values);
+                f.nelem = static_cast<uint16_t>(elems);
+                f.exponent = s.exponent;
+                return f.build();
+            };
+            const uint32_t action =
+                s.outcome == XAGG_CNT_COMPLETED || s.outcome == XAGG_CNT_RESENT ? XDP_TX : XDP_DROP;
+            const Result on_fast = expect(frame_of(fast_job), action, s.outcome, linear);
+
+            std::vector<daemon::HostPs::Reply> replies;
+            EXPECT_EQ(counter_name(host_run(frame_of(host_job), replies)),
+                      std::string(counter_name(s.outcome)));
+            ASSERT_EQ(replies.size(), action == XDP_TX ? 1u : 0u);
+            if (replies.empty())
+                continue;
+            const auto want = sum_of({round_values[s.round][0], round_values[s.round][1]});
+            ASSERT_EQ(replies[0].size, sizeof(xagg_hdr) + 4 * elems);
+            EXPECT_EQ(values_of(replies[0].data.data(), elems), want);
+            EXPECT_EQ(values_of(on_fast.out.data() + off::x, elems), want);
+            EXPECT_EQ(
+                std::memcmp(replies[0].data.data() + 24, on_fast.out.data() + off::x_contrib, 8),
+                0);
+            EXPECT_EQ(replies[0].data[5], on_fast.out[off::x_flags] | XAGG_F_FALLBACK);
+        }
+    }
+
     std::unique_ptr<daemon::HostPs> host_;
 };
 
@@ -112,63 +184,11 @@ TEST_P(SameRefusalTest, OnBothPaths)
 INSTANTIATE_TEST_SUITE_P(Table, SameRefusalTest, ::testing::ValuesIn(kBadFrames),
                          [](const auto &tc) { return std::string(tc.param.name); });
 
-// The sums on the wire: little-endian int32 after the 40-byte header.
-std::vector<int32_t> values_of(const uint8_t *datagram, size_t n = XAGG_CHUNK_ELEMS)
-{
-    std::vector<int32_t> v(n);
-    for (size_t i = 0; i < v.size(); i++) {
-        uint32_t le = 0;
-        for (int b = 0; b < 4; b++)
-            le |= uint32_t{datagram[sizeof(xagg_hdr) + 4 * i + b]} << (8 * b);
-        v[i] = static_cast<int32_t>(le);
-    }
-    return v;
-}
-
 TEST_F(CrossPathTest, OneSequenceGivesTheSameVerdictsAndSumsOnBothPaths)
 {
     // Job B (two workers) is served by the fast path; the same contributions to the host-path
     // job (two workers too) are served by the host path.
-    struct Step {
-        uint32_t rank, round;
-        int8_t exponent;
-        int32_t value;
-        enum xagg_counter outcome;
-    };
-    const Step steps[] = {
-        {0, 0, 3, 11, XAGG_CNT_AGGREGATED},
-        {0, 0, 3, 11, XAGG_CNT_DROP_DUPLICATE},
-        {1, 0, 4, 22, XAGG_CNT_DROP_BAD_EXPONENT},
-        {1, 0, 3, -22, XAGG_CNT_COMPLETED},
-        {0, 0, 3, 11, XAGG_CNT_RESENT},
-        {0, 1, 3, 5, XAGG_CNT_AGGREGATED},
-        {1, 1, 3, 6, XAGG_CNT_COMPLETED},
-        {0, 2, 3, 7, XAGG_CNT_AGGREGATED},
-        {1, 0, 3, 1, XAGG_CNT_DROP_STALE_ROUND},
-    };
-    for (const Step &s : steps) {
-        SCOPED_TRACE(std::string("rank ") + std::to_string(s.rank) + " round " +
-                     std::to_string(s.round) + ", expecting " + counter_name(s.outcome));
-        Frame fast = contribution(kJobB, s.rank, s.round, 0, filled(s.value));
-        fast.exponent = s.exponent;
-        const uint32_t action =
-            s.outcome == XAGG_CNT_COMPLETED || s.outcome == XAGG_CNT_RESENT ? XDP_TX : XDP_DROP;
-        const Result on_fast = expect(fast.build(), action, s.outcome);
-
-        Frame host = contribution(kJobHost, s.rank, s.round, 0, filled(s.value));
-        host.exponent = s.exponent;
-        std::vector<daemon::HostPs::Reply> replies;
-        EXPECT_EQ(counter_name(host_run(host.build(), replies)),
-                  std::string(counter_name(s.outcome)));
-        ASSERT_EQ(replies.size(), action == XDP_TX ? 1u : 0u);
-        if (replies.empty())
-            continue;
-        // The same sum, the same bitmap of contributors; the host marks its results FALLBACK.
-        EXPECT_EQ(values_of(replies[0].data.data()), values_of(on_fast.out.data() + off::x));
-        EXPECT_EQ(std::memcmp(replies[0].data.data() + 24, on_fast.out.data() + off::x_contrib, 8),
-                  0);
-        EXPECT_EQ(replies[0].data[5], on_fast.out[off::x_flags] | XAGG_F_FALLBACK);
-    }
+    same_sequence(kJobB, kJobHost, XAGG_CHUNK_ELEMS, 0);
 }
 
 // Jumbo chunks: a fast-path job and a host-path job of 2048-value chunks beside the others.
@@ -216,50 +236,7 @@ TEST_F(JumboCrossPathTest, AChunkOfTheOtherSizeIsRefusedAlikeOnBothPaths)
 
 TEST_F(JumboCrossPathTest, OneSequenceGivesTheSameVerdictsAndSumsOnBothPaths)
 {
-    struct Step {
-        uint32_t rank, round;
-        int8_t exponent;
-        uint32_t seed;
-        enum xagg_counter outcome;
-    };
-    const Step steps[] = {
-        {0, 0, 3, 11, XAGG_CNT_AGGREGATED},
-        {0, 0, 3, 11, XAGG_CNT_DROP_DUPLICATE},
-        {1, 0, 4, 22, XAGG_CNT_DROP_BAD_EXPONENT},
-        {1, 0, 3, 23, XAGG_CNT_COMPLETED},
-        {0, 0, 3, 11, XAGG_CNT_RESENT},
-        {0, 1, 3, 5, XAGG_CNT_AGGREGATED},
-        {1, 1, 3, 6, XAGG_CNT_COMPLETED},
-        {0, 2, 3, 7, XAGG_CNT_AGGREGATED},
-        {1, 0, 3, 1, XAGG_CNT_DROP_STALE_ROUND},
-    };
-    std::vector<int32_t> round_values[3][2];
-    for (const Step &s : steps) {
-        SCOPED_TRACE(std::string("rank ") + std::to_string(s.rank) + " round " +
-                     std::to_string(s.round) + ", expecting " + counter_name(s.outcome));
-        const std::vector<int32_t> values = jumbo_random(s.seed);
-        if (s.outcome == XAGG_CNT_AGGREGATED || s.outcome == XAGG_CNT_COMPLETED)
-            round_values[s.round][s.rank] = values;
-        Frame fast = jumbo_contribution(kJobJumbo, s.rank, s.round, 1, values);
-        fast.exponent = s.exponent;
-        const uint32_t action =
-            s.outcome == XAGG_CNT_COMPLETED || s.outcome == XAGG_CNT_RESENT ? XDP_TX : XDP_DROP;
-        const Result on_fast = expect(fast.build(), action, s.outcome, 1000);
-
-        Frame host = jumbo_contribution(kJobJumboHost, s.rank, s.round, 1, values);
-        host.exponent = s.exponent;
-        std::vector<daemon::HostPs::Reply> replies;
-        EXPECT_EQ(counter_name(host_run(host.build(), replies)),
-                  std::string(counter_name(s.outcome)));
-        ASSERT_EQ(replies.size(), action == XDP_TX ? 1u : 0u);
-        if (replies.empty())
-            continue;
-        // The exact sum of the round, on both paths.
-        const auto want = sum_of({round_values[s.round][0], round_values[s.round][1]});
-        ASSERT_EQ(replies[0].size, size_t{XAGG_JUMBO_CHUNK_BYTES + sizeof(xagg_hdr)});
-        EXPECT_EQ(values_of(replies[0].data.data(), XAGG_JUMBO_CHUNK_ELEMS), want);
-        EXPECT_EQ(values_of(on_fast.out.data() + off::x, XAGG_JUMBO_CHUNK_ELEMS), want);
-    }
+    same_sequence(kJobJumbo, kJobJumboHost, XAGG_JUMBO_CHUNK_ELEMS, 1000);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/datapath/fast_store.hpp"
 #include "daemon/datapath/host_ps.hpp"
 #include "lib/fastpath/fastpath.hpp"
 #include "tests/support/packet_builder.hpp"
@@ -116,20 +117,6 @@ protected:
         // The host path serves the same jobs whole (no fast-path region).
         host_ = std::make_unique<daemon::HostPs>(XAGG_DEFAULT_PORT, "lo", 0);
         for (const ExampleJob &example : kJobs) {
-            JobSpec spec;
-            spec.id = example.id;
-            spec.members = 0b11;
-            spec.region_base = example.region_base;
-            spec.region_chunks = example.region_chunks;
-            spec.chunk_elems = example.chunk_elems;
-            spec.tag = example.id;
-            spec.key = example.key;
-            spec.group.s_addr = htonl(ip4(example.group));
-            spec.group_port = kGroupPort;
-            fast_->put_job(spec);
-            fast_->put_member(example.id, 0, in_addr{htonl(ip4("10.0.0.1"))}, 5000);
-            fast_->put_member(example.id, 1, in_addr{htonl(ip4("10.0.0.2"))}, 5001);
-
             daemon::Job job;
             job.id = example.id;
             job.workers = 2;
@@ -137,11 +124,18 @@ protected:
             job.chunks = example.region_chunks;
             job.tag = example.id;
             job.key = example.key;
-            job.group = spec.group;
+            job.group.s_addr = htonl(ip4(example.group));
             job.group_port = kGroupPort;
             job.members[0] = {0, in_addr{htonl(ip4("10.0.0.1"))}, 5000};
             job.members[1] = {1, in_addr{htonl(ip4("10.0.0.2"))}, 5001};
             host_->put_job(job);
+            // The fast path's entry is the daemon's own translation of the job, with a region.
+            JobSpec spec = daemon::job_spec(job);
+            spec.region_base = example.region_base;
+            spec.region_chunks = example.region_chunks;
+            fast_->put_job(spec);
+            for (const auto &[rank, m] : job.members)
+                fast_->put_member(job.id, rank, m.addr, m.port);
         }
     }
 
