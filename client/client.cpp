@@ -142,11 +142,14 @@ Client::Client(const ClientOptions &options)
         client::TuneSpace space;
         space.trials = options.tune_trials;
         space.max_partition = client::Engine::kMaxPartition;
+        // Under congestion control the credit follows the network, inside the configured
+        // window; what is left to tune is the batch.
+        if (options.congestion_control)
+            space.min_window = space.max_window = options.window;
         tuner_ = std::make_unique<client::Tuner>(
             space, client::TuneSetting{options.window, options.partition_chunks});
         // The search runs on the grid; start on its point nearest the given values.
-        client::TuneSetting start = tuner_->current();
-        engine_->set_tuning(start.window, start.partition_chunks);
+        apply(tuner_->current());
     }
     // When the engine gives up, the daemon says why: evicted, job gone, or not answering.
     auto aggregators = options.aggregators;
@@ -319,6 +322,12 @@ Tuning Client::tuning_locked() const
     return t;
 }
 
+void Client::apply(const client::TuneSetting &setting)
+{
+    engine_->set_tuning(options_.congestion_control ? options_.window : setting.window,
+                        setting.partition_chunks);
+}
+
 void Client::tune_point()
 {
     std::lock_guard g(tune_lock_);
@@ -344,8 +353,7 @@ void Client::tune_point()
     if (tuner_->trials() == 0)
         start_call_seconds_ = mean;
     tuner_->record(mean);
-    client::TuneSetting next = tuner_->current();
-    engine_->set_tuning(next.window, next.partition_chunks);
+    apply(tuner_->current());
     if (tuner_->done()) {
         const Tuning t = tuning_locked();
         std::string line = "xagg: tuned after " + std::to_string(t.trials) + " trials: window " +

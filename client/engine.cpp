@@ -48,6 +48,11 @@ Engine::Engine(const ClientOptions &options, std::vector<Endpoint> endpoints, in
         ch->next_round.assign(e.chunks, e.first_round);
         ch->holder.assign(e.chunks, nullptr);
         ch->waiting_tail.assign(e.chunks, nullptr);
+        CongestionParams congestion;
+        congestion.delay_target_ns =
+            std::chrono::nanoseconds(options.delay_target.value_or(default_delay_target(block_)))
+                .count();
+        ch->credit = CreditController(congestion, options.window);
         channels_.push_back(std::move(ch));
         groups.push_back(e.group);
     }
@@ -86,7 +91,6 @@ std::shared_ptr<Op> Engine::submit(float *floats, int32_t *ints, size_t n, int p
     op->n = n;
     op->priority = priority;
     op->started = Clock::now();
-    op->report.window = window();
     op->report.partition_chunks = partition_chunks();
     // This worker's block exponents, scanned on the caller's thread: callers on several threads
     // spread the scanning over their cores.
@@ -135,6 +139,11 @@ UseKey Engine::key(const Use &u) const
     return {-u.sub->op->priority, u.sub->op->seq, u.position};
 }
 
+unsigned Engine::credit(const Channel &ch) const
+{
+    return options_.congestion_control ? ch.credit.window() : window();
+}
+
 void Engine::accept_submissions()
 {
     std::deque<std::shared_ptr<Op>> taken;
@@ -154,6 +163,7 @@ void Engine::accept_submissions()
 // Chunk indices and rounds, in submission order: every worker makes the same assignment.
 void Engine::assign(Op &op)
 {
+    op.report.window = credit(*channels_.front());
     for (SubOp &sub : op.subs) {
         Channel &ch = *sub.channel;
         const size_t count = sub.exponent_chunks + sub.blocks;
@@ -231,17 +241,22 @@ size_t Engine::encode(const Use &u, bool retransmit, uint8_t *out) const
 void Engine::send_ready(Channel &ch)
 {
     std::vector<Use *> batch;
+    ch.credit.set_maximum(window());  // the configured (or tuned) ceiling
+    const unsigned allowed = credit(ch);
+    ch.credit_limited = false;
     while (!ch.ready.empty()) {
         batch.clear();
         while (batch.size() < partition_chunks() && !ch.ready.empty()) {
             auto best = ch.ready.begin();
-            // The credit: at most `window` in flight. Except for the oldest chunk not yet
+            // The credit: at most `allowed` in flight. Except for the oldest chunk not yet
             // answered: every worker sends that one whatever its window holds, so windows
             // filled in different orders (after losses) cannot wait on each other forever.
-            bool within = ch.in_flight.size() + batch.size() < window();
+            bool within = ch.in_flight.size() + batch.size() < allowed;
             bool oldest = ch.in_flight.empty() || best->first < ch.in_flight.begin()->first;
-            if (!within && !(oldest && batch.empty()))
+            if (!within && !(oldest && batch.empty())) {
+                ch.credit_limited = true;
                 break;
+            }
             batch.push_back(best->second);
             ch.ready.erase(best);
             if (!within)
@@ -269,11 +284,14 @@ void Engine::transmit(Channel &ch, std::vector<Use *> &batch, bool retransmit)
         if (retransmit) {
             u.retries++;
             u.sub->op->report.retransmits++;
+            ch.sent_order.erase(u.sent_at);
         } else {
             u.state = Use::State::in_flight;
             u.sent_ns = now;
             ch.in_flight.insert({key(u), &u});
         }
+        u.last_sent_ns = now;
+        u.sent_at = ch.sent_order.insert(ch.sent_order.end(), &u);
         arm(u, now + rto * (int64_t{1} << std::min(u.retries, 3u)));  // backs off up to 8x
     }
     if (!retransmit)
@@ -340,8 +358,10 @@ void Engine::on_result(Use &u, const wire::Header &h, std::span<const uint8_t> d
 void Engine::finish_use(Use &u)
 {
     Channel &ch = *u.sub->channel;
+    const int64_t now = now_ns();
     if (u.retries == 0) {  // Karn: a resent chunk's answer may be to either copy
-        int64_t sample = now_ns() - u.sent_ns;
+        int64_t sample = now - u.sent_ns;
+        ch.min_rtt_ns = ch.min_rtt_ns ? std::min(ch.min_rtt_ns, sample) : sample;
         if (ch.srtt_ns == 0) {
             ch.srtt_ns = sample;
             ch.rttvar_ns = sample / 2;
@@ -350,6 +370,19 @@ void Engine::finish_use(Use &u)
             ch.srtt_ns += (sample - ch.srtt_ns) / 8;
         }
     }
+    // The latest transmission answered, for early loss detection. An answer quicker than any
+    // round trip seen is to an earlier copy of a resent chunk, which dates nothing.
+    const int64_t rtt = now - u.last_sent_ns;
+    if (u.last_sent_ns > ch.rack_sent_ns && (u.retries == 0 || rtt >= ch.min_rtt_ns)) {
+        ch.rack_sent_ns = u.last_sent_ns;
+        ch.rack_rtt_ns = rtt;
+    }
+    if (options_.congestion_control) {
+        const uint64_t cuts = ch.credit.cuts();
+        ch.credit.on_answer(ch.credit_limited, u.retries == 0 ? now - u.sent_ns : 0);
+        u.sub->op->report.credit_cuts += ch.credit.cuts() - cuts;
+    }
+    ch.sent_order.erase(u.sent_at);
     ch.in_flight.erase({key(u), &u});
     u.state = Use::State::done;
     u.timer_generation++;
@@ -391,11 +424,7 @@ void Engine::check_timers()
         Use *use = t.use;
         if (generation != use->timer_generation || use->state != Use::State::in_flight)
             continue;  // answered, or re-armed since
-        if (use->retries >= options_.max_retries)
-            throw diagnose("no result for chunk " + std::to_string(use->index) + " round " +
-                               std::to_string(use->round) + " after " +
-                               std::to_string(use->retries) + " retransmissions",
-                           use->sub->channel->job, use->round);
+        on_loss(*use, now);
         resend[use->sub->channel].push_back(use);
     }
     for (auto &[channel, list] : resend) {
@@ -408,6 +437,54 @@ void Engine::check_timers()
             for (Use *u : batch)  // not sent (socket full): try again soon
                 arm(*u, now + 1000000);
         }
+    }
+}
+
+// A chunk is to be sent again: the end if it has been too often, else a loss for the credit.
+void Engine::on_loss(Use &u, int64_t now)
+{
+    if (u.retries >= options_.max_retries)
+        throw diagnose("no result for chunk " + std::to_string(u.index) + " round " +
+                           std::to_string(u.round) + " after " + std::to_string(u.retries) +
+                           " retransmissions",
+                       u.sub->channel->job, u.round);
+    if (options_.congestion_control && u.sub->channel->credit.on_loss(u.last_sent_ns, now))
+        u.sub->op->report.credit_cuts++;
+}
+
+// RACK's rule (RFC 8985, section 6.2) without its timer: a chunk sent before the latest one
+// answered, and unanswered for that one's round trip plus a reordering allowance, is lost. The
+// allowance is a quarter of the smoothed round trip: results come back reordered by a veth
+// queue's batch or by another worker's late contribution, by a fraction of a round trip.
+void Engine::detect_losses(Channel &ch, int64_t now)
+{
+    const int64_t allowance = std::max<int64_t>(ch.srtt_ns / 4, 50'000);
+    std::vector<Use *> lost;
+    for (Use *u : ch.sent_order) {
+        if (u->last_sent_ns >= ch.rack_sent_ns ||
+            now < u->last_sent_ns + ch.rack_rtt_ns + allowance)
+            break;  // sent_order is by transmission time: the rest are later still
+        lost.push_back(u);
+    }
+    if (!lost.empty())
+        retransmit_lost(ch, lost, now);
+}
+
+void Engine::retransmit_lost(Channel &ch, std::vector<Use *> &lost, int64_t now)
+{
+    for (Use *u : lost)
+        on_loss(*u, now);
+    const size_t per_batch = partition_chunks();
+    for (size_t i = 0; i < lost.size(); i += per_batch) {
+        std::vector<Use *> batch(
+            lost.begin() + static_cast<ptrdiff_t>(i),
+            lost.begin() + static_cast<ptrdiff_t>(std::min(lost.size(), i + per_batch)));
+        const size_t count = batch.size();
+        transmit(ch, batch, true);
+        for (size_t k = 0; k < count - batch.size(); k++)
+            lost[i + k]->sub->op->report.early_retransmits++;
+        if (!batch.empty())  // the socket is full: what is left is found again next turn
+            return;
     }
 }
 
@@ -448,6 +525,9 @@ void Engine::run()
                     break;
                 got += n;
             }
+            if (options_.congestion_control)
+                for (auto &ch : channels_)
+                    detect_losses(*ch, now_ns());
             check_timers();
             std::erase_if(active_, [](const std::shared_ptr<Op> &op) {
                 std::lock_guard g(op->lock);
@@ -467,7 +547,7 @@ void Engine::run()
             }
             bool backlog = false;
             for (auto &ch : channels_)
-                backlog |= !ch->ready.empty() && ch->in_flight.size() < window();
+                backlog |= !ch->ready.empty() && ch->in_flight.size() < credit(*ch);
             pollfd fds[2] = {{socket_->fd(), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
             if (backlog)
                 fds[0].events |= POLLOUT;

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 // The client's protocol engine: one I/O thread that owns every chunk in flight. It assigns each
 // all-reduce its chunk indices and rounds (in call order, the same on every worker), sends by
-// priority under a credit of chunks in flight, retransmits on timeout, matches results to the
-// chunk-rounds they answer, and runs the two phases of a float all-reduce: agree on the block
-// exponents (quantize.hpp), then send the values.
+// priority under a credit of chunks in flight (congestion.hpp), retransmits what is lost (found
+// early, RACK-style, or by the timer), matches results to the chunk-rounds they answer, and
+// runs the two phases of a float all-reduce: agree on the block exponents (quantize.hpp), then
+// send the values.
 #pragma once
 
 #include <netinet/in.h>
@@ -15,6 +16,7 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -26,6 +28,7 @@
 #include <tuple>
 #include <vector>
 
+#include "client/congestion.hpp"
 #include "client/datagram_socket.hpp"
 #include "client/quantize.hpp"
 #include "xagg/client.hpp"
@@ -51,8 +54,10 @@ struct Use {
     uint64_t position = 0;  // in the job's ring of chunks: the order of assignment
     unsigned retries = 0;
     uint32_t timer_generation = 0;
-    int64_t sent_ns = 0;          // of the first transmission (a round-trip sample unless resent)
-    Use *next_waiting = nullptr;  // the next use of the same index
+    int64_t sent_ns = 0;       // of the first transmission (a round-trip sample unless resent)
+    int64_t last_sent_ns = 0;  // of the latest transmission
+    std::list<Use *>::iterator sent_at;  // in the channel's sent_order, while in flight
+    Use *next_waiting = nullptr;         // the next use of the same index
 };
 
 // The part of an all-reduce that goes to one aggregator: a contiguous range of its blocks.
@@ -106,7 +111,18 @@ struct Channel {
     std::set<std::pair<UseKey, Use *>> in_flight;  // sent, unanswered
     // Round-trip estimate for the retransmission timer (RFC 6298's, from chunks answered at
     // the first try), so a large window's queueing is not mistaken for loss.
-    int64_t srtt_ns = 0, rttvar_ns = 0;
+    int64_t srtt_ns = 0, rttvar_ns = 0, min_rtt_ns = 0;
+    // Congestion control: the credit, and whether the last send stopped at it (only then do
+    // answers grow it).
+    CreditController credit{CongestionParams{}, 1};
+    bool credit_limited = false;
+    // Early loss detection (RACK, RFC 8985, by time rather than by count: results come back
+    // reordered by whole batches, so "three later chunks answered" misfires). The chunks in
+    // flight in the order of their latest transmission; the latest transmission answered so
+    // far and its round trip. A chunk sent before that one and unanswered for that round trip
+    // plus a reordering allowance is lost.
+    std::list<Use *> sent_order;
+    int64_t rack_sent_ns = 0, rack_rtt_ns = 0;
 };
 
 class Engine {
@@ -152,6 +168,10 @@ private:
     void on_result(Use &u, const wire::Header &h, std::span<const uint8_t> datagram);
     void finish_use(Use &u);
     void check_timers();
+    void on_loss(Use &u, int64_t now);
+    void detect_losses(Channel &ch, int64_t now);
+    void retransmit_lost(Channel &ch, std::vector<Use *> &lost, int64_t now);
+    unsigned credit(const Channel &ch) const;
     void complete(Op &op);
     void fail_all(const std::exception_ptr &error);
     UseKey key(const Use &u) const;

@@ -43,6 +43,8 @@ py::dict report(const xagg::AllReduceReport &r)
     py::dict d;
     d["chunks"] = r.chunks;
     d["retransmits"] = r.retransmits;
+    d["early_retransmits"] = r.early_retransmits;
+    d["credit_cuts"] = r.credit_cuts;
     d["fallback_chunks"] = r.fallback_chunks;
     d["nonfinite_blocks"] = r.nonfinite_blocks;
     d["partial_chunks"] = r.partial_chunks;
@@ -124,7 +126,8 @@ PYBIND11_MODULE(_xagg, m)
         .def(py::init([](const std::vector<py::dict> &aggregators, uint32_t rank,
                          const std::string &local_address, bool join, unsigned window,
                          unsigned partition_chunks, unsigned timeout_ms, unsigned max_retries,
-                         bool autotune, unsigned tune_calls, unsigned tune_trials) {
+                         bool autotune, unsigned tune_calls, unsigned tune_trials,
+                         bool congestion_control, std::optional<unsigned> delay_target_us) {
                  xagg::ClientOptions o;
                  for (const py::dict &d : aggregators) {
                      xagg::Aggregator a;
@@ -167,13 +170,17 @@ PYBIND11_MODULE(_xagg, m)
                  o.autotune = autotune;
                  o.tune_calls = tune_calls;
                  o.tune_trials = tune_trials;
+                 o.congestion_control = congestion_control;
+                 if (delay_target_us)
+                     o.delay_target = std::chrono::microseconds(*delay_target_us);
                  py::gil_scoped_release unlocked;
                  return std::make_unique<xagg::Client>(o);
              }),
              py::arg("aggregators"), py::arg("rank"), py::arg("local_address"),
              py::arg("join") = true, py::arg("window") = 512, py::arg("partition_chunks") = 32,
              py::arg("timeout_ms") = 20, py::arg("max_retries") = 200, py::arg("autotune") = true,
-             py::arg("tune_calls") = 8, py::arg("tune_trials") = 16)
+             py::arg("tune_calls") = 8, py::arg("tune_trials") = 16,
+             py::arg("congestion_control") = true, py::arg("delay_target_us") = py::none())
         .def_property_readonly("workers", &xagg::Client::workers)
         .def_property_readonly(
             "tuning",

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -53,7 +54,18 @@ struct ClientOptions {
     // Register the rank (address and port) with each daemon when starting and leave when done.
     // Off when an operator registered it (xaggctl worker join).
     bool join = true;
-    unsigned window = 512;  // chunks in flight per aggregator: the credit
+    // Chunks in flight per aggregator: the credit, or with congestion control its ceiling.
+    unsigned window = 512;
+    // Congestion control (docs/CLIENT.md): the credit follows the network (AIMD on loss), and
+    // a chunk whose result is overdue while later ones came back is sent again within a round
+    // trip instead of after the timer. Off: `window` chunks are kept in flight whatever
+    // happens, and only the timer finds losses.
+    bool congestion_control = true;
+    // With congestion control, also cut the credit (to 0.8 of itself) when even the quickest
+    // answer of a window of them took this much longer than the quickest ever: a queue is
+    // building. 0: react to loss alone. Unset: 1 ms on jobs of jumbo chunks, 0 on jobs of
+    // 768-value chunks (docs/CLIENT.md has the measurements behind both).
+    std::optional<std::chrono::microseconds> delay_target;
     // Chunks sent back to back (and in one batched send) before the scheduler looks at
     // priorities again: larger is fewer system calls, smaller lets urgent tensors in sooner.
     unsigned partition_chunks = 32;
@@ -87,15 +99,18 @@ struct Tuning {
 
 // What one all-reduce did.
 struct AllReduceReport {
-    uint64_t chunks = 0;            // chunks (768 values each) sent (data and exponent chunks)
-    uint64_t retransmits = 0;       // contributions sent again after a timeout
-    uint64_t fallback_chunks = 0;   // results summed by an aggregator's host path
-    uint64_t nonfinite_blocks = 0;  // blocks (768 values) set to NaN: some worker had NaN/inf
-    uint64_t partial_chunks = 0;    // results that lack an evicted worker's contribution
-    unsigned contributors = 0;      // fewest workers summed into any result
-    double seconds = 0;             // from the call to the last result
-    unsigned window = 0;            // the credit in use when the call was made
-    unsigned partition_chunks = 0;  // the batch in use when the call was made
+    uint64_t chunks = 0;             // chunks (768 values each) sent (data and exponent chunks)
+    uint64_t retransmits = 0;        // contributions sent again (found lost early or by the timer)
+    uint64_t early_retransmits = 0;  // of those, found lost early (before the timer)
+    uint64_t credit_cuts = 0;        // times congestion control cut a credit during the call
+    uint64_t fallback_chunks = 0;    // results summed by an aggregator's host path
+    uint64_t nonfinite_blocks = 0;   // blocks (768 values) set to NaN: some worker had NaN/inf
+    uint64_t partial_chunks = 0;     // results that lack an evicted worker's contribution
+    unsigned contributors = 0;       // fewest workers summed into any result
+    double seconds = 0;              // from the call to the last result
+    unsigned window = 0;             // the credit in use when the call was made (the first
+                                     // aggregator's, under congestion control)
+    unsigned partition_chunks = 0;   // the batch in use when the call was made
 };
 
 class ClientError : public std::runtime_error {
@@ -133,6 +148,7 @@ namespace client {
 class Engine;
 class Tuner;
 struct Op;
+struct TuneSetting;
 }  // namespace client
 
 // An all-reduce in progress. The buffer must stay alive and untouched until wait() returns.
@@ -184,7 +200,8 @@ private:
     void rendezvous();
     // Before each call: ends a tuning trial every tune_calls calls (see ClientOptions).
     void tune_point();
-    Tuning tuning_locked() const;  // under tune_lock_
+    Tuning tuning_locked() const;                    // under tune_lock_
+    void apply(const client::TuneSetting &setting);  // to the engine
 
     std::once_flag rendezvous_;
     std::unique_ptr<client::Engine> engine_;

@@ -57,6 +57,18 @@ public:
         run_command(script() + " detour " + prefix_ + " " + std::to_string(rank));
     }
     std::string worker(unsigned rank) const { return prefix_ + "-w" + std::to_string(rank); }
+    // A token bucket (tbf: rate, a 64 KB burst, a `queue`-byte queue) on what `dev` in `ns`
+    // sends: a worker's eth0 (its uplink), sw's wRANK (its downlink) or agg (what reaches the
+    // aggregator).
+    void shape(const std::string &ns, const std::string &dev, const std::string &rate,
+               const std::string &queue = "512kb") const
+    {
+        run_command("ip netns exec " + ns + " tc qdisc replace dev " + dev + " root tbf rate " +
+                    rate + " burst 64kb limit " + queue);
+        if (run_command("ip netns exec " + ns + " tc qdisc show dev " + dev).find("tbf") ==
+            std::string::npos)
+            throw std::runtime_error("tbf on " + ns + "/" + dev + " did not take");
+    }
     std::string sw() const { return prefix_ + "-sw"; }
     const std::string &prefix() const { return prefix_; }
 

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -38,6 +39,7 @@ struct Options {
     bool barrier = false;  // a barrier before each timed all-reduce
     xagg::ClientOptions client;
     unsigned timeout_ms = 20;
+    std::optional<unsigned> delay_target_us;  // unset: the client's default for the job
 };
 
 // --aggregator address=10.0.0.5,job=7[,socket=PATH][,host=HOST:PORT][,token-file=F][,ca=F]
@@ -264,6 +266,8 @@ int run(Options &o)
         times[it] = std::chrono::duration<double>(Clock::now() - start).count();
         total.chunks += r.chunks;
         total.retransmits += r.retransmits;
+        total.early_retransmits += r.early_retransmits;
+        total.credit_cuts += r.credit_cuts;
         total.fallback_chunks += r.fallback_chunks;
         total.nonfinite_blocks += r.nonfinite_blocks;
         total.partial_chunks += r.partial_chunks;
@@ -307,6 +311,8 @@ int run(Options &o)
                             {"best_seconds", best},
                             {"chunks", total.chunks},
                             {"retransmits", total.retransmits},
+                            {"early_retransmits", total.early_retransmits},
+                            {"credit_cuts", total.credit_cuts},
                             {"fallback_chunks", total.fallback_chunks},
                             {"partial_chunks", total.partial_chunks},
                             {"nonfinite_blocks", total.nonfinite_blocks},
@@ -391,8 +397,15 @@ int main(int argc, char **argv)
     app.add_flag("--verify", o.verify,
                  "Check every result: bit for bit against the protocol's arithmetic, and "
                  "within the error bound of the float64 sum (synthetic data only)");
-    app.add_option("--window", o.client.window, "Chunks in flight per aggregator")
+    app.add_option("--window", o.client.window,
+                   "Chunks in flight per aggregator (the ceiling under congestion control)")
         ->capture_default_str();
+    app.add_flag("!--no-congestion-control", o.client.congestion_control,
+                 "Keep --window chunks in flight whatever the network does, and find losses by "
+                 "the timer alone");
+    app.add_option("--delay-target-us", o.delay_target_us,
+                   "Congestion control also cuts the credit when queueing delay exceeds this "
+                   "(0: on loss alone; default 1000 with jumbo chunks, else 0)");
     app.add_option("--partition", o.client.partition_chunks, "Chunks per scheduling partition")
         ->capture_default_str();
     app.add_option("--timeout-ms", o.timeout_ms, "Retransmission timer")->capture_default_str();
@@ -417,6 +430,8 @@ int main(int argc, char **argv)
         for (const auto &spec : o.aggregators)
             o.client.aggregators.push_back(parse_aggregator(spec));
         o.client.timeout = std::chrono::milliseconds(o.timeout_ms);
+        if (o.delay_target_us)
+            o.client.delay_target = std::chrono::microseconds(*o.delay_target_us);
         if (!o.netns.empty())
             xagg::sys::enter_netns(o.netns);
         return o.dtype == "float" ? run<float>(o) : run<int32_t>(o);
