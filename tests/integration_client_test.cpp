@@ -146,16 +146,23 @@ TEST_F(ClientIntegration, TuningWorkersAllChooseTheSameSettingAndEveryResultStay
         EXPECT_EQ(r["wrong"], 0) << r;
         tuning.push_back(r["tuning"]);
     }
-    // 5 trials of 2 calls each ended by call 11: done, and every worker measured the same means
-    // (all-reduced), so chose the same setting.
+    // Under congestion control (the default) the credit follows the network and the tuner
+    // searches the batch alone: the start and its two neighbours, then further along a line only
+    // while each step pays off, within the budget of 5. How far it goes depends on what it
+    // measures; that every worker measured the same means (all-reduced), and so chose the same
+    // setting, does not.
     EXPECT_EQ(tuning[0]["done"], true) << tuning[0];
-    EXPECT_EQ(tuning[0]["trials"], 5) << tuning[0];
-    for (unsigned r = 1; r < kWorkers; r++) {
-        EXPECT_EQ(tuning[r]["window"], tuning[0]["window"]) << tuning[r];
+    const unsigned trials = tuning[0]["trials"];
+    EXPECT_GE(trials, 3u) << tuning[0];
+    EXPECT_LE(trials, 5u) << tuning[0];
+    for (unsigned r = 0; r < kWorkers; r++) {
+        EXPECT_EQ(tuning[r]["window"], 512) << "the credit ceiling is not searched: " << tuning[r];
+        EXPECT_EQ(tuning[r]["trials"], tuning[0]["trials"]) << tuning[r];
         EXPECT_EQ(tuning[r]["partition_chunks"], tuning[0]["partition_chunks"]) << tuning[r];
         EXPECT_EQ(tuning[r]["best_call_seconds"], tuning[0]["best_call_seconds"]) << tuning[r];
     }
-    EXPECT_NE(tuning[0]["log"].get<std::string>().find("xagg: tuned after 5 trials"),
+    EXPECT_NE(tuning[0]["log"].get<std::string>().find("xagg: tuned after " +
+                                                       std::to_string(trials) + " trials"),
               std::string::npos)
         << tuning[0];
 }
