@@ -63,7 +63,9 @@ void CreditController::on_answer(bool window_full, int64_t rtt_ns)
         epoch_answers_ = 0;
         epoch_length_ = 0;
         epoch_min_rtt_ns_ = 0;
-        if (queued) {
+        const bool persists = queued && queued_before_;
+        queued_before_ = queued;
+        if (persists) {
             cut(params_.delay_beta);
             return;
         }

@@ -11,9 +11,11 @@
 // Optionally also on delay, once a window of answers: a chunk's round trip includes the wait
 // for the other workers' contributions, which no queue explains, but the quickest answer of a
 // window waited least for them; if even it took `delay_target_ns` more than the quickest ever,
-// a queue is building and the credit keeps `delay_beta` of itself. Loss alone lets every worker
-// fill the bottleneck's queue until it overflows, and since every worker sees the missing
-// result, each drop is resent by all of them (docs/CLIENT.md has the measurements).
+// in two windows in a row, a queue is building and the credit keeps `delay_beta` of itself. (One
+// window alone is also what a host that did not schedule a worker for a few ms looks like.) Loss
+// alone lets every worker fill the bottleneck's queue until it overflows, and since every worker
+// sees the missing result, each drop is resent by all of them (docs/CLIENT.md has the
+// measurements).
 //
 // Pure: no clock (times are given), no I/O; client_congestion_test.cpp drives it with synthetic
 // signals.
@@ -78,6 +80,7 @@ private:
     int64_t last_cut_ns_ = 0;
     int64_t base_rtt_ns_ = 0;       // the quickest round trip seen
     int64_t epoch_min_rtt_ns_ = 0;  // the quickest in the current window of answers
+    bool queued_before_ = false;    // the previous window of answers was over the target too
     unsigned epoch_answers_ = 0, epoch_length_ = 0;
     unsigned acked_ = 0;  // answers towards the next additive increase
     bool cut_yet_ = false;

@@ -133,15 +133,30 @@ TEST(CreditController, DelayCutsWhenEvenTheQuickestAnswerQueued)
     c.on_answer(true, 900'000);
     EXPECT_EQ(c.window(), 100u);
     EXPECT_EQ(c.cuts(), 0u);
-    // A window whose quickest answer took 1.1 ms + 50 us: a queue. Cut to 0.8 once.
-    for (unsigned i = 0; i < 100; i++)
-        c.on_answer(true, 1'100'000 + 50'000 + i);
+    // One window whose quickest answer took 1.1 ms + 50 us: a host that was not scheduled for a
+    // while looks the same, so one window alone does not cut.
+    // A window of answers (as many as the credit when it begins: what the controller counts).
+    const auto queued_window = [&c] {
+        for (unsigned i = 0, n = c.window(); i < n; i++)
+            c.on_answer(true, 1'100'000 + 50'000 + i);
+    };
+    queued_window();
+    EXPECT_EQ(c.window(), 100u);
+    EXPECT_EQ(c.cuts(), 0u);
+    // The next window queued too: a queue that stays. Cut to 0.8 once.
+    queued_window();
     EXPECT_EQ(c.window(), 80u);
     EXPECT_EQ(c.cuts(), 1u);
-    // Resent chunks carry no sample: a window of them says nothing about delay.
-    for (unsigned i = 0; i < 80; i++)
+    // Resent chunks carry no sample: a window of them says nothing about delay, and a queued
+    // window after it is again alone.
+    for (unsigned i = 0, n = c.window(); i < n; i++)
         c.on_answer(true, 0);
+    queued_window();
     EXPECT_EQ(c.cuts(), 1u);
+    // Still queued a window later: cut again.
+    queued_window();
+    EXPECT_EQ(c.cuts(), 2u);
+    EXPECT_EQ(c.window(), 65u);  // 0.8 of 82: the two windows not cut grew it by one each
 }
 
 TEST(CreditController, WithoutATargetDelayIsIgnored)
