@@ -177,6 +177,7 @@ void Engine::assign(Op &op)
             u.position = ch.cursor++;
             u.index = static_cast<uint32_t>(u.position % ch.ring);
             u.round = ch.next_round[u.index]++;
+            ch.unanswered.emplace(u.position, &u);
             // The send rule: round r of a chunk only after the result of round r - 1.
             if (ch.holder[u.index] == nullptr) {
                 ch.holder[u.index] = &u;
@@ -237,6 +238,22 @@ size_t Engine::encode(const Use &u, bool retransmit, uint8_t *out) const
     return header + block_ * sizeof(int32_t);
 }
 
+// The oldest chunks not yet answered that a worker sends whatever its credit holds: enough to
+// keep the workers' picks together (tests/integration_client_api_test.cpp, rising priorities),
+// few enough that looking at them each turn costs nothing measurable.
+constexpr unsigned kOldestSent = 64;
+
+// How many of the channel's chunks in flight come before `key` in the sending order, counted up
+// to `limit`.
+static size_t in_flight_before(const Channel &ch, const UseKey &key, size_t limit)
+{
+    size_t n = 0;
+    for (auto it = ch.in_flight.begin(); it != ch.in_flight.end() && n < limit && it->first < key;
+         ++it)
+        n++;
+    return n;
+}
+
 // Sends what the credit allows, best first; a partition at a time.
 void Engine::send_ready(Channel &ch)
 {
@@ -246,21 +263,39 @@ void Engine::send_ready(Channel &ch)
     ch.credit_limited = false;
     while (!ch.ready.empty()) {
         batch.clear();
+        // First the oldest chunks not yet answered (as many as the credit, up to kOldestSent),
+        // whatever the credit holds. Oldest by assignment, which is the same on every worker,
+        // whereas what each picks by priority may differ (its results came a little sooner or
+        // later): with a small credit, one worker's credit can fill with chunks of a high-priority
+        // call that wait for the others, while theirs fill with chunks of another call that wait
+        // for it, and only timers (read as losses, cutting the credit further) move them on.
+        // The oldest never wait for an earlier round of their index (it is older, so
+        // answered); every worker sends them, so they complete. In the steady state they are in
+        // flight already and this adds nothing.
+        unsigned looked = 0;
+        for (auto it = ch.unanswered.begin();
+             it != ch.unanswered.end() && looked < std::min(std::max(allowed, 1u), kOldestSent) &&
+             batch.size() < partition_chunks();
+             ++it, ++looked) {
+            Use *old = it->second;
+            if (old->state == Use::State::ready && ch.ready.erase({key(*old), old}) == 1)
+                batch.push_back(old);
+        }
         while (batch.size() < partition_chunks() && !ch.ready.empty()) {
-            auto best = ch.ready.begin();
-            // The credit: at most `allowed` in flight. Except for the oldest chunk not yet
-            // answered: every worker sends that one whatever its window holds, so windows
-            // filled in different orders (after losses) cannot wait on each other forever.
-            bool within = ch.in_flight.size() + batch.size() < allowed;
-            bool oldest = ch.in_flight.empty() || best->first < ch.in_flight.begin()->first;
-            if (!within && !(oldest && batch.empty())) {
+            // The credit counts the chunks in flight that come before this one in the sending
+            // order: a chunk that became ready after worse ones filled the credit (a call of
+            // higher priority, or a round whose index the others' results freed a little
+            // later here) takes their place rather than waiting behind them. The other
+            // workers pick it at once too, so it completes; left waiting, each worker's credit
+            // could hold chunks the others have not picked.
+            const UseKey &next = ch.ready.begin()->first;
+            if (ch.in_flight.size() + batch.size() >= allowed &&
+                batch.size() + in_flight_before(ch, next, allowed) >= allowed) {
                 ch.credit_limited = true;
                 break;
             }
-            batch.push_back(best->second);
-            ch.ready.erase(best);
-            if (!within)
-                break;
+            batch.push_back(ch.ready.begin()->second);
+            ch.ready.erase(ch.ready.begin());
         }
         if (batch.empty())
             return;
@@ -384,6 +419,7 @@ void Engine::finish_use(Use &u)
     }
     ch.sent_order.erase(u.sent_at);
     ch.in_flight.erase({key(u), &u});
+    ch.unanswered.erase(u.position);
     u.state = Use::State::done;
     u.timer_generation++;
     // The index passes to the next use in line, which may now be sent.

@@ -109,6 +109,9 @@ struct Channel {
     std::vector<Use *> holder, waiting_tail;       // per index: who holds it, last in line
     std::set<std::pair<UseKey, Use *>> ready;      // sendable, best first
     std::set<std::pair<UseKey, Use *>> in_flight;  // sent, unanswered
+    // Every chunk not yet answered, oldest (first assigned) first: the one sent whatever the
+    // credit (Engine::send_ready says why).
+    std::map<uint64_t, Use *> unanswered;
     // Round-trip estimate for the retransmission timer (RFC 6298's, from chunks answered at
     // the first try), so a large window's queueing is not mistaken for loss.
     int64_t srtt_ns = 0, rttvar_ns = 0, min_rtt_ns = 0;
