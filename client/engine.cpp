@@ -243,13 +243,13 @@ size_t Engine::encode(const Use &u, bool retransmit, uint8_t *out) const
 // few enough that looking at them each turn costs nothing measurable.
 constexpr unsigned kOldestSent = 64;
 
-// How many of the channel's chunks in flight come before `key` in the sending order, counted up
+// How many of the channel's chunks in flight are of `key`'s priority or a higher one, counted up
 // to `limit`.
-static size_t in_flight_before(const Channel &ch, const UseKey &key, size_t limit)
+static size_t in_flight_at_or_above(const Channel &ch, const UseKey &key, size_t limit)
 {
     size_t n = 0;
-    for (auto it = ch.in_flight.begin(); it != ch.in_flight.end() && n < limit && it->first < key;
-         ++it)
+    for (auto it = ch.in_flight.begin();
+         it != ch.in_flight.end() && n < limit && it->first.neg_priority <= key.neg_priority; ++it)
         n++;
     return n;
 }
@@ -282,15 +282,13 @@ void Engine::send_ready(Channel &ch)
                 batch.push_back(old);
         }
         while (batch.size() < partition_chunks() && !ch.ready.empty()) {
-            // The credit counts the chunks in flight that come before this one in the sending
-            // order: a chunk that became ready after worse ones filled the credit (a call of
-            // higher priority, or a round whose index the others' results freed a little
-            // later here) takes their place rather than waiting behind them. The other
-            // workers pick it at once too, so it completes; left waiting, each worker's credit
-            // could hold chunks the others have not picked.
+            // The credit counts the chunks in flight of this one's priority or higher: a call of
+            // higher priority takes the place of lower ones already out rather than waiting
+            // behind them. Every worker lets it through at once, so it completes; left waiting,
+            // each worker's credit could hold chunks of a call the others had not reached.
             const UseKey &next = ch.ready.begin()->first;
             if (ch.in_flight.size() + batch.size() >= allowed &&
-                batch.size() + in_flight_before(ch, next, allowed) >= allowed) {
+                batch.size() + in_flight_at_or_above(ch, next, allowed) >= allowed) {
                 ch.credit_limited = true;
                 break;
             }

@@ -121,8 +121,8 @@ TEST_F(ClientApi, AHigherPriorityTensorOvertakesALargeOneAlreadyInFlight)
 // congestion control the credit starts small; picked by priority, each worker's credit once
 // filled with chunks the other had not picked, and only 20 ms timers moved them on, until a
 // chunk ran out of retransmissions (resnet18 through the hook failed this way). Now the credit
-// counts only the chunks in flight ahead of the one to send, and the oldest chunks go whatever
-// it holds, so the workers' picks meet.
+// counts only the chunks in flight of the next one's priority or higher, and the oldest chunks
+// go whatever it holds, so the workers' picks meet.
 TEST_F(ClientApi, CallsOfRisingPriorityLargerThanTheJobAllFinishExactly)
 {
     ASSERT_EQ(control(socket_, {{"op", "create_job"},
