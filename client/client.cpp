@@ -244,6 +244,29 @@ AllReduce Client::allreduce_async(std::span<int32_t> data, int priority)
     return AllReduce(engine_->submit(nullptr, data.data(), data.size(), priority));
 }
 
+uint32_t create_job(const Aggregator &a, const JobRequest &request)
+{
+    api::CreateJob r;
+    r.workers = request.workers;
+    r.gradient_elems = request.gradient_elems;
+    if (request.chunk_elems)
+        r.chunk_elems = request.chunk_elems;
+    try {
+        return control::ControlClient(control_endpoint(a)).call_as<api::JobReply>(r).job.id;
+    } catch (const control::ControlError &e) {
+        throw ClientError(kind_of(e), e.what());
+    }
+}
+
+void delete_job(const Aggregator &a)
+{
+    try {
+        control::ControlClient(control_endpoint(a)).call(nlohmann::json(api::DeleteJob{a.job}));
+    } catch (const control::ControlError &e) {
+        throw ClientError(kind_of(e), e.what());
+    }
+}
+
 Placement resolve_placement(const std::string &etcd_endpoint, uint32_t job,
                             const std::string &prefix, const std::string &token)
 {

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "python/aggregator_dict.hpp"
 #include "xagg/client.hpp"
 
 namespace py = pybind11;
@@ -118,6 +119,26 @@ PYBIND11_MODULE(_xagg, m)
         }
     });
 
+    m.def(
+        "create_job",
+        [](const py::dict &aggregator, uint32_t workers, uint64_t gradient_elems,
+           uint32_t chunk_elems) {
+            const xagg::Aggregator a = xagg::python::aggregator_from_dict(aggregator);
+            py::gil_scoped_release unlocked;
+            return xagg::create_job(a, {workers, gradient_elems, chunk_elems});
+        },
+        py::arg("aggregator"), py::arg("workers"), py::arg("gradient_elems"),
+        py::arg("chunk_elems") = 0,
+        "Create a job on the aggregator's daemon (as `xaggctl job create`); returns its id");
+    m.def(
+        "delete_job",
+        [](const py::dict &aggregator) {
+            const xagg::Aggregator a = xagg::python::aggregator_from_dict(aggregator);
+            py::gil_scoped_release unlocked;
+            xagg::delete_job(a);
+        },
+        py::arg("aggregator"), "Delete the aggregator dict's job on its daemon");
+
     py::class_<Pending>(m, "AllReduce")
         .def("wait", &Pending::wait, "Block until summed; the report as a dict")
         .def("ready", &Pending::ready);
@@ -129,37 +150,8 @@ PYBIND11_MODULE(_xagg, m)
                          bool autotune, unsigned tune_calls, unsigned tune_trials,
                          bool congestion_control, std::optional<unsigned> delay_target_us) {
                  xagg::ClientOptions o;
-                 for (const py::dict &d : aggregators) {
-                     xagg::Aggregator a;
-                     for (auto [k, v] : d) {
-                         std::string key = py::str(k);
-                         if (key == "address")
-                             a.address = py::str(v);
-                         else if (key == "job")
-                             a.job = v.cast<uint32_t>();
-                         else if (key == "socket")
-                             a.control_socket = py::str(v);
-                         else if (key == "host")
-                             a.control_host = py::str(v);
-                         else if (key == "token")
-                             a.token = py::str(v);
-                         else if (key == "ca")
-                             a.tls.ca_file = py::str(v);
-                         else if (key == "cert")
-                             a.tls.cert_file = py::str(v);
-                         else if (key == "key")
-                             a.tls.key_file = py::str(v);
-                         else if (key == "plaintext")
-                             a.tls.plaintext = v.cast<bool>();
-                         else if (key == "weight")
-                             a.weight = v.cast<double>();
-                         else if (key == "job_key")
-                             a.key = py::str(v);
-                         else
-                             throw py::value_error("unknown aggregator key '" + key + "'");
-                     }
-                     o.aggregators.push_back(a);
-                 }
+                 for (const py::dict &d : aggregators)
+                     o.aggregators.push_back(xagg::python::aggregator_from_dict(d));
                  o.rank = rank;
                  o.local_address = local_address;
                  o.join = join;

@@ -17,10 +17,10 @@ import os
 import pathlib
 import subprocess
 import sys
-import tempfile
-import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "support"))
+from testbed import Testbed  # noqa: E402
 BUILD = pathlib.Path(os.environ.get("XAGG_BINARY_DIR", ROOT / "build"))
 LOSS_TOLERANCE = 0.02    # absolute, per step, on a cross-entropy that starts at 2.3
 ACCURACY_MARGIN = 0.01   # one percentage point of held-out accuracy
@@ -144,34 +144,16 @@ def main():
     if os.geteuid() != 0:
         print("needs root: namespaces and XDP")
         sys.exit(0)
-    prefix = f"xaggt{os.getpid()}py"
-    topology = str(ROOT / "scripts" / "netns-topology.sh")
-    work = pathlib.Path(tempfile.mkdtemp(prefix="xagg-py-"))
-    run([topology, "up", prefix, "4", str(BUILD / "bpf" / "xdp_pass.bpf.o")])
-    daemon = None
-    try:
-        socket = str(work / "xaggd.sock")
-        (work / "xaggd.conf").write_text(
-            f"interface = eth0\nnetns = {prefix}-agg\nmax_chunks = 4096\nbpffs_dir = /sys/fs/bpf/{prefix}\n"
-            f"state_dir = {work}/state\ncontrol_socket = {socket}\nmetrics_address =\n")
-        daemon = subprocess.Popen([str(ROOT / "scripts" / "xaggd-as-unit"), "--netns", f"{prefix}-agg",
-                                   str(BUILD / "daemon" / "xaggd"), "--config", str(work / "xaggd.conf")],
-                                  stdout=open(work / "xaggd.log", "w"), stderr=subprocess.STDOUT)
-        ctl = [str(BUILD / "tools" / "xaggctl"), "--socket", socket]
-        for _ in range(200):
-            if subprocess.run(ctl + ["status"], capture_output=True).returncode == 0:
-                break
-            time.sleep(0.025)
+    with Testbed(BUILD, 4, "py") as bed:
+        socket = bed.socket
         env = dict(os.environ, GLOO_SOCKET_IFNAME="eth0", PYTHONPATH=str(BUILD / "python"))
         out = run(["/usr/bin/python3", __file__, "--fallback"]).stdout
         print(out.strip())
         assert "fallback: ok" in out
 
         # api: two workers
-        run(ctl + ["job", "create", "--id", "1", "--workers", "2", "--elems", str(1024 * 256)])
-        procs = [subprocess.Popen(["ip", "netns", "exec", f"{prefix}-w{r}", "/usr/bin/python3",
-                                   __file__, "--worker", str(r), socket], env=env,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        bed.ctl("job", "create", "--id", "1", "--workers", "2", "--elems", str(1024 * 256))
+        procs = [bed.spawn(r, ["/usr/bin/python3", __file__, "--worker", str(r), socket], env)
                  for r in range(2)]
         for p in procs:
             out, err = p.communicate(timeout=120)
@@ -179,18 +161,15 @@ def main():
             print("api:", out.strip())
 
         # training: gloo, then the xagg hook, same seed
-        run(ctl + ["job", "create", "--id", "2", "--workers", "4", "--elems", str(4096 * 256)])
+        bed.ctl("job", "create", "--id", "2", "--workers", "4", "--elems", str(4096 * 256))
         results = {}
         for tag, port, extra in [("gloo", 29531, []),
                                  ("xagg", 29532, ["--xagg", f"address=10.77.0.100,job=2,socket={socket}"])]:
-            procs = []
-            for r in range(4):
-                procs.append(subprocess.Popen(
-                    ["ip", "netns", "exec", f"{prefix}-w{r}", "/usr/bin/python3",
-                     str(ROOT / "examples" / "train_mlp.py"), "--rank", str(r), "--workers", "4",
-                     "--master", f"10.77.0.1:{port}", "--local", f"10.77.0.{r + 1}",
-                     "--steps", str(STEPS), *extra], env=env, stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE, text=True))
+            procs = [bed.spawn(r, ["/usr/bin/python3", str(ROOT / "examples" / "train_mlp.py"),
+                                   "--rank", str(r), "--workers", "4", "--master",
+                                   f"10.77.0.1:{port}", "--local", f"10.77.0.{r + 1}",
+                                   "--steps", str(STEPS), *extra], env)
+                     for r in range(4)]
             outs = []
             for p in procs:
                 out, err = p.communicate(timeout=300)
@@ -209,12 +188,6 @@ def main():
         assert hooked["losses"][-1] < 0.6 * hooked["losses"][0], "it did not train"
         assert hooked["fallback_buckets"] == 0 and hooked["xagg_buckets"] >= STEPS, hooked
         print("PASSED")
-    finally:
-        if daemon:
-            daemon.terminate()
-            daemon.wait(timeout=20)
-        subprocess.run([topology, "down", prefix], capture_output=True)
-        subprocess.run(["rm", "-rf", str(work), f"/sys/fs/bpf/{prefix}"])
 
 
 if __name__ == "__main__":

@@ -144,6 +144,18 @@ struct Placement {
 Placement resolve_placement(const std::string &etcd_endpoint, uint32_t job,
                             const std::string &prefix = "/xagg", const std::string &token = "");
 
+// For a run that sizes its own job (the torch backend's rank 0 does): creates a job of `workers`
+// ranks and `gradient_elems` values (chunk_elems 0: the daemon's default, 768) through the
+// aggregator's control API, as `xaggctl job create` does, and returns its id; deletes job
+// `a.job`. Throw ClientError: unreachable, refused (no room, bad value), job_deleted.
+struct JobRequest {
+    uint32_t workers = 0;
+    uint64_t gradient_elems = 0;
+    uint32_t chunk_elems = 0;
+};
+uint32_t create_job(const Aggregator &a, const JobRequest &request);
+void delete_job(const Aggregator &a);
+
 namespace client {
 class Engine;
 class Tuner;

@@ -8,8 +8,9 @@
     c.allreduce(grads)            # in place: the sum over every worker of the job
 
 CPU torch tensors: c.allreduce(t.numpy()) sums in place (numpy shares the tensor's memory).
-xagg.torch has the DistributedDataParallel communication hook. docs/PYTHON.md is the manual.
+xagg.torch has the torch.distributed backend "xagg" and the DistributedDataParallel
+communication hook. docs/PYTHON.md is the manual.
 """
-from ._xagg import AllReduce, Client, ClientError
+from ._xagg import AllReduce, Client, ClientError, create_job, delete_job
 
-__all__ = ["AllReduce", "Client", "ClientError"]
+__all__ = ["AllReduce", "Client", "ClientError", "create_job", "delete_job"]
