@@ -109,8 +109,8 @@ struct Channel {
     std::vector<Use *> holder, waiting_tail;       // per index: who holds it, last in line
     std::set<std::pair<UseKey, Use *>> ready;      // sendable, best first
     std::set<std::pair<UseKey, Use *>> in_flight;  // sent, unanswered
-    // Every chunk not yet answered, oldest (first assigned) first: the one sent whatever the
-    // credit (Engine::send_ready says why).
+    // Every chunk not yet answered, oldest (first assigned) first: the oldest ready ones are
+    // sent whatever the credit holds (Engine::send_ready says why).
     std::map<uint64_t, Use *> unanswered;
     // Round-trip estimate for the retransmission timer (RFC 6298's, from chunks answered at
     // the first try), so a large window's queueing is not mistaken for loss.

@@ -61,7 +61,7 @@ def main():
     if a.comm == "hook":
         import xagg
         import xagg.torch
-        aggregator, options, _ = xagg.torch.backend_settings(a.rank)
+        aggregator, options, _ = xagg.torch.backend_settings()
         state = xagg.torch.XaggState(xagg.Client([aggregator], rank=a.rank, **options))
         ddp.register_comm_hook(state, xagg.torch.allreduce_hook)
 

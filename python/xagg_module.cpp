@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "python/aggregator_dict.hpp"
+#include "python/client_options.hpp"
 #include "xagg/client.hpp"
 
 namespace py = pybind11;
@@ -143,36 +143,29 @@ PYBIND11_MODULE(_xagg, m)
         .def("wait", &Pending::wait, "Block until summed; the report as a dict")
         .def("ready", &Pending::ready);
 
+    const xagg::ClientOptions defaults;
     py::class_<xagg::Client>(m, "Client")
         .def(py::init([](const std::vector<py::dict> &aggregators, uint32_t rank,
                          const std::string &local_address, bool join, unsigned window,
                          unsigned partition_chunks, unsigned timeout_ms, unsigned max_retries,
                          bool autotune, unsigned tune_calls, unsigned tune_trials,
                          bool congestion_control, std::optional<unsigned> delay_target_us) {
-                 xagg::ClientOptions o;
-                 for (const py::dict &d : aggregators)
-                     o.aggregators.push_back(xagg::python::aggregator_from_dict(d));
-                 o.rank = rank;
-                 o.local_address = local_address;
-                 o.join = join;
-                 o.window = window;
-                 o.partition_chunks = partition_chunks;
-                 o.timeout = std::chrono::milliseconds(timeout_ms);
-                 o.max_retries = max_retries;
-                 o.autotune = autotune;
-                 o.tune_calls = tune_calls;
-                 o.tune_trials = tune_trials;
-                 o.congestion_control = congestion_control;
-                 if (delay_target_us)
-                     o.delay_target = std::chrono::microseconds(*delay_target_us);
+                 const xagg::ClientOptions o = xagg::python::client_options(
+                     aggregators, rank, local_address, join, window, partition_chunks, timeout_ms,
+                     max_retries, autotune, tune_calls, tune_trials, congestion_control,
+                     delay_target_us);
                  py::gil_scoped_release unlocked;
                  return std::make_unique<xagg::Client>(o);
              }),
              py::arg("aggregators"), py::arg("rank"), py::arg("local_address"),
-             py::arg("join") = true, py::arg("window") = 512, py::arg("partition_chunks") = 32,
-             py::arg("timeout_ms") = 20, py::arg("max_retries") = 200, py::arg("autotune") = true,
-             py::arg("tune_calls") = 8, py::arg("tune_trials") = 16,
-             py::arg("congestion_control") = true, py::arg("delay_target_us") = py::none())
+             py::arg("join") = defaults.join, py::arg("window") = defaults.window,
+             py::arg("partition_chunks") = defaults.partition_chunks,
+             py::arg("timeout_ms") = unsigned(defaults.timeout.count()),
+             py::arg("max_retries") = defaults.max_retries, py::arg("autotune") = defaults.autotune,
+             py::arg("tune_calls") = defaults.tune_calls,
+             py::arg("tune_trials") = defaults.tune_trials,
+             py::arg("congestion_control") = defaults.congestion_control,
+             py::arg("delay_target_us") = py::none())
         .def_property_readonly("workers", &xagg::Client::workers)
         .def_property_readonly(
             "tuning",

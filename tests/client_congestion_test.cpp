@@ -133,13 +133,14 @@ TEST(CreditController, DelayCutsWhenEvenTheQuickestAnswerQueued)
     c.on_answer(true, 900'000);
     EXPECT_EQ(c.window(), 100u);
     EXPECT_EQ(c.cuts(), 0u);
-    // One window whose quickest answer took 1.1 ms + 50 us: a host that was not scheduled for a
-    // while looks the same, so one window alone does not cut.
-    // A window of answers (as many as the credit when it begins: what the controller counts).
+    // A window of answers (as many as the credit when it begins: what the controller counts)
+    // whose quickest took 1.1 ms + 50 us.
     const auto queued_window = [&c] {
         for (unsigned i = 0, n = c.window(); i < n; i++)
             c.on_answer(true, 1'100'000 + 50'000 + i);
     };
+    // One such window: a host that was not scheduled for a while looks the same, so one window
+    // alone does not cut.
     queued_window();
     EXPECT_EQ(c.window(), 100u);
     EXPECT_EQ(c.cuts(), 0u);

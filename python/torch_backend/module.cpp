@@ -5,7 +5,7 @@
 #include <torch/csrc/utils/pybind.h>
 #include <pybind11/stl.h>
 
-#include "python/aggregator_dict.hpp"
+#include "python/client_options.hpp"
 #include "python/torch_backend/process_group_xagg.hpp"
 
 namespace py = pybind11;
@@ -16,25 +16,20 @@ PYBIND11_MODULE(_torch_backend, m)
     m.doc() = "The torch.distributed backend 'xagg' (see docs/PYTHON.md)";
     // Its base is torch's own ProcessGroup, so init_process_group and DDP take it as any other.
     py::object base = py::module_::import("torch.distributed").attr("ProcessGroup");
+    const xagg::ClientOptions defaults;
     py::class_<ProcessGroupXagg, c10::intrusive_ptr<ProcessGroupXagg>>(m, "ProcessGroupXagg", base)
         .def(py::init([](int rank, int size, c10::intrusive_ptr<c10d::ProcessGroup> delegate,
                          const std::vector<py::dict> &aggregators, const std::string &local_address,
-                         bool owns_job, unsigned window, unsigned partition_chunks,
+                         bool owns_job, bool join, unsigned window, unsigned partition_chunks,
                          unsigned timeout_ms, unsigned max_retries, bool autotune,
-                         bool congestion_control) {
-                 xagg::ClientOptions o;
-                 for (const py::dict &d : aggregators)
-                     o.aggregators.push_back(xagg::python::aggregator_from_dict(d));
-                 if (o.aggregators.empty())
+                         unsigned tune_calls, unsigned tune_trials, bool congestion_control,
+                         std::optional<unsigned> delay_target_us) {
+                 if (aggregators.empty())
                      throw py::value_error("the xagg backend needs at least one aggregator");
-                 o.rank = static_cast<uint32_t>(rank);
-                 o.local_address = local_address;
-                 o.window = window;
-                 o.partition_chunks = partition_chunks;
-                 o.timeout = std::chrono::milliseconds(timeout_ms);
-                 o.max_retries = max_retries;
-                 o.autotune = autotune;
-                 o.congestion_control = congestion_control;
+                 const xagg::ClientOptions o = xagg::python::client_options(
+                     aggregators, static_cast<uint32_t>(rank), local_address, join, window,
+                     partition_chunks, timeout_ms, max_retries, autotune, tune_calls, tune_trials,
+                     congestion_control, delay_target_us);
                  xagg::torch_backend::Settings settings;
                  if (owns_job)
                      settings.owned_job = o.aggregators.front();
@@ -43,10 +38,15 @@ PYBIND11_MODULE(_torch_backend, m)
                                                               std::move(settings));
              }),
              py::arg("rank"), py::arg("size"), py::arg("delegate"), py::arg("aggregators"),
-             py::arg("local_address"), py::arg("owns_job") = false, py::arg("window") = 512,
-             py::arg("partition_chunks") = 32, py::arg("timeout_ms") = 20,
-             py::arg("max_retries") = 200, py::arg("autotune") = true,
-             py::arg("congestion_control") = true)
+             py::arg("local_address"), py::arg("owns_job") = false, py::arg("join") = defaults.join,
+             py::arg("window") = defaults.window,
+             py::arg("partition_chunks") = defaults.partition_chunks,
+             py::arg("timeout_ms") = unsigned(defaults.timeout.count()),
+             py::arg("max_retries") = defaults.max_retries, py::arg("autotune") = defaults.autotune,
+             py::arg("tune_calls") = defaults.tune_calls,
+             py::arg("tune_trials") = defaults.tune_trials,
+             py::arg("congestion_control") = defaults.congestion_control,
+             py::arg("delay_target_us") = py::none())
         .def_property_readonly("xagg_allreduces", &ProcessGroupXagg::xagg_allreduces,
                                "all_reduce calls summed through xagg")
         .def("delegated", &ProcessGroupXagg::delegated, "Calls handed to the gloo group, by kind")

@@ -23,9 +23,9 @@ Each bucket is summed through xagg with its index as priority (DDP fills buckets
 layer back; the highest index holds the first layers, which the next forward pass needs first),
 then divided by the number of workers summed. If xagg fails (aggregator unreachable, this
 worker evicted, ...), the hook logs it once, counts it, and from then on uses the process
-group's own all_reduce: training goes on. A bucket on a GPU is staged through pinned host memory.
-A bucket xagg cannot take (not float32) goes to the process group too, never silently: each reason is logged the first time and
-counted in `state.fallback_reasons`.
+group's own all_reduce: training goes on. A bucket on a GPU is staged through pinned host
+memory. A bucket xagg cannot take (not float32) goes to the process group too, never silently:
+each reason is logged the first time and counted in `state.fallback_reasons`.
 """
 import collections
 import logging
@@ -151,7 +151,7 @@ def _local_address_towards(address):
         return s.getsockname()[0]
 
 
-def backend_settings(rank, environ=None):
+def backend_settings(environ=None):
     """The backend's settings, read from the environment (docs/PYTHON.md lists them):
 
     XAGG_AGGREGATOR       the aggregator's data-plane IPv4 (required)
@@ -208,7 +208,7 @@ def _create_backend(store, rank, world_size, timeout):
     except ImportError as e:
         raise RuntimeError("the xagg backend's extension (xagg._torch_backend) is not built: "
                            "build xagg with libtorch-dev installed") from e
-    aggregator, options, sizing = backend_settings(rank)
+    aggregator, options, sizing = backend_settings()
     delegate = dist.ProcessGroupGloo(dist.PrefixStore("xagg/gloo", store), rank, world_size,
                                      timeout)
     owns_job = "job" not in aggregator

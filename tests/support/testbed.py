@@ -17,10 +17,6 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent.parent
 AGGREGATOR = "10.77.0.100"
 
 
-def worker_address(rank):
-    return f"10.77.0.{rank + 1}"
-
-
 class Testbed:
     def __init__(self, build, workers, tag):
         self.build = pathlib.Path(build)

@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: MIT
+// How Python gives the client its options, read once for every module that takes them
+// (xagg._xagg's Client and create_job, the torch backend's ProcessGroupXagg), so a key or a
+// keyword means the same everywhere: an aggregator is a dict with the keys of docs/PYTHON.md
+// ("address", "job", "socket", "host", "token", "ca", "cert", "key", "plaintext", "weight",
+// "job_key"), and the client's keyword arguments are ClientOptions's fields, with its defaults.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "xagg/client.hpp"
+
+namespace xagg::python {
+
+inline Aggregator aggregator_from_dict(const pybind11::dict &d)
+{
+    namespace py = pybind11;
+    Aggregator a;
+    for (auto [k, v] : d) {
+        const std::string key = py::str(k);
+        if (key == "address")
+            a.address = py::str(v);
+        else if (key == "job")
+            a.job = v.cast<uint32_t>();
+        else if (key == "socket")
+            a.control_socket = py::str(v);
+        else if (key == "host")
+            a.control_host = py::str(v);
+        else if (key == "token")
+            a.token = py::str(v);
+        else if (key == "ca")
+            a.tls.ca_file = py::str(v);
+        else if (key == "cert")
+            a.tls.cert_file = py::str(v);
+        else if (key == "key")
+            a.tls.key_file = py::str(v);
+        else if (key == "plaintext")
+            a.tls.plaintext = v.cast<bool>();
+        else if (key == "weight")
+            a.weight = v.cast<double>();
+        else if (key == "job_key")
+            a.key = py::str(v);
+        else
+            throw py::value_error("unknown aggregator key '" + key + "'");
+    }
+    return a;
+}
+
+// ClientOptions from the keyword arguments both modules take (their defaults, in each module's
+// py::arg list, are a default ClientOptions's).
+inline ClientOptions client_options(const std::vector<pybind11::dict> &aggregators, uint32_t rank,
+                                    const std::string &local_address, bool join, unsigned window,
+                                    unsigned partition_chunks, unsigned timeout_ms,
+                                    unsigned max_retries, bool autotune, unsigned tune_calls,
+                                    unsigned tune_trials, bool congestion_control,
+                                    std::optional<unsigned> delay_target_us)
+{
+    ClientOptions o;
+    for (const pybind11::dict &d : aggregators)
+        o.aggregators.push_back(aggregator_from_dict(d));
+    o.rank = rank;
+    o.local_address = local_address;
+    o.join = join;
+    o.window = window;
+    o.partition_chunks = partition_chunks;
+    o.timeout = std::chrono::milliseconds(timeout_ms);
+    o.max_retries = max_retries;
+    o.autotune = autotune;
+    o.tune_calls = tune_calls;
+    o.tune_trials = tune_trials;
+    o.congestion_control = congestion_control;
+    if (delay_target_us)
+        o.delay_target = std::chrono::microseconds(*delay_target_us);
+    return o;
+}
+
+}  // namespace xagg::python
