@@ -16,11 +16,9 @@
 #include <span>
 #include <vector>
 
-#include "client/transport.hpp"
-
 namespace xagg::client {
 
-class DatagramSocket : public Transport {
+class DatagramSocket {
 public:
     static constexpr size_t kGsoSegments = 64;  // the kernel's UDP_MAX_SEGMENTS
     static constexpr size_t kGsoBytes = 65000;  // one UDP send's payload stays below 64 KiB
@@ -28,19 +26,19 @@ public:
     // Binds `port` on every address (so results to the groups and to `local` arrive), joins
     // `groups` on the interface that has `local`. Non-blocking. Throws std::system_error.
     DatagramSocket(in_addr local, uint16_t port, const std::vector<in_addr> &groups, bool gso);
-    ~DatagramSocket() override;
+    ~DatagramSocket();
     DatagramSocket(const DatagramSocket &) = delete;
     DatagramSocket &operator=(const DatagramSocket &) = delete;
 
-    int fd() const override { return fd_; }
+    int fd() const { return fd_; }
 
     // Sends `count` datagrams of `size` bytes each, back to back in `data`, to `to`. Returns how
     // many left (fewer when the socket buffer is full; the rest can be sent later).
-    size_t send(const sockaddr_in &to, const uint8_t *data, size_t size, size_t count) override;
+    size_t send(const sockaddr_in &to, const uint8_t *data, size_t size, size_t count);
 
     // Reads what has arrived (one batch) and hands each datagram to `on_datagram`. Returns the
     // number of datagrams; 0 when there was nothing to read.
-    size_t receive(const std::function<void(std::span<const uint8_t>)> &on_datagram) override;
+    size_t receive(const std::function<void(std::span<const uint8_t>)> &on_datagram);
 
     bool gso() const { return gso_; }
 

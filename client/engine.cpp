@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "client/engine.hpp"
 
-#include "client/xsk_socket.hpp"
-
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -58,11 +56,8 @@ Engine::Engine(const ClientOptions &options, std::vector<Endpoint> endpoints, in
         channels_.push_back(std::move(ch));
         groups.push_back(e.group);
     }
-    if (options.af_xdp)
-        socket_ = std::make_unique<XskSocket>(local, endpoints.front().group_port, groups);
-    else
-        socket_ = std::make_unique<DatagramSocket>(local, endpoints.front().group_port, groups,
-                                                   options.gso);
+    socket_ =
+        std::make_unique<DatagramSocket>(local, endpoints.front().group_port, groups, options.gso);
     set_tuning(options_.window, options_.partition_chunks);
     tx_.resize(size_t{kMaxPartition} * datagram_bytes_);
     wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

@@ -181,7 +181,7 @@ private:
 
     ClientOptions options_;
     std::vector<std::unique_ptr<Channel>> channels_;
-    std::unique_ptr<Transport> socket_;
+    std::unique_ptr<DatagramSocket> socket_;
     int wake_fd_ = -1;
 
     std::mutex submit_lock_;

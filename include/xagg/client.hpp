@@ -74,10 +74,6 @@ struct ClientOptions {
     std::chrono::milliseconds timeout{20};
     unsigned max_retries = 200;  // then the aggregator counts as unreachable
     bool gso = true;             // batch sends with UDP GSO (else sendmmsg alone)
-    // Send and receive through AF_XDP instead of the kernel's UDP stack (client/xsk_socket.hpp:
-    // needs CAP_NET_ADMIN, CAP_BPF, CAP_NET_RAW, the aggregators on the worker's link and one
-    // worker an interface).
-    bool af_xdp = false;
     // Automatic configuration: window and partition_chunks are tuned online, starting from the
     // values above, by measuring the time of every `tune_calls` all-reduce calls (a training
     // step or a few), averaged over all workers through the aggregator, so that every worker

@@ -412,8 +412,6 @@ int main(int argc, char **argv)
     app.add_option("--max-retries", o.client.max_retries, "Retransmissions before giving up")
         ->capture_default_str();
     app.add_flag("!--no-gso", o.client.gso, "Send without UDP GSO (sendmmsg only)");
-    app.add_flag("--af-xdp", o.client.af_xdp,
-                 "Send and receive through AF_XDP (ClientOptions::af_xdp)");
     app.add_flag("!--no-autotune", o.client.autotune,
                  "Use --window and --partition as given instead of tuning them online");
     app.add_option("--tune-calls", o.client.tune_calls, "All-reduces per tuning trial")
