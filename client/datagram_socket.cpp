@@ -148,14 +148,18 @@ size_t DatagramSocket::send_plain(const sockaddr_in &to, const uint8_t *data, si
     return done < 0 ? 0 : static_cast<size_t>(done);
 }
 
-size_t DatagramSocket::receive(const std::function<void(std::span<const uint8_t>)> &on_datagram)
+size_t DatagramSocket::receive(
+    const std::function<void(in_addr, std::span<const uint8_t>)> &on_datagram)
 {
     mmsghdr msgs[kRxSlots];
     iovec iov[kRxSlots];
+    sockaddr_in from[kRxSlots];
     alignas(cmsghdr) char control[kRxSlots][CMSG_SPACE(sizeof(int))];
     for (size_t i = 0; i < kRxSlots; i++) {
         iov[i] = {rx_.data() + i * kRxBytes, kRxBytes};
         msgs[i] = {};
+        msgs[i].msg_hdr.msg_name = &from[i];
+        msgs[i].msg_hdr.msg_namelen = sizeof(from[i]);
         msgs[i].msg_hdr.msg_iov = &iov[i];
         msgs[i].msg_hdr.msg_iovlen = 1;
         msgs[i].msg_hdr.msg_control = control[i];
@@ -177,7 +181,7 @@ size_t DatagramSocket::receive(const std::function<void(std::span<const uint8_t>
             }
         const uint8_t *p = static_cast<const uint8_t *>(iov[i].iov_base);
         for (size_t off = 0; off < len; off += segment, datagrams++)
-            on_datagram({p + off, std::min(segment, len - off)});
+            on_datagram(from[i].sin_addr, {p + off, std::min(segment, len - off)});
     }
     return datagrams;
 }

@@ -36,9 +36,9 @@ public:
     // many left (fewer when the socket buffer is full; the rest can be sent later).
     size_t send(const sockaddr_in &to, const uint8_t *data, size_t size, size_t count);
 
-    // Reads what has arrived (one batch) and hands each datagram to `on_datagram`. Returns the
-    // number of datagrams; 0 when there was nothing to read.
-    size_t receive(const std::function<void(std::span<const uint8_t>)> &on_datagram);
+    // Reads what has arrived (one batch) and hands each datagram, with the address it came
+    // from, to `on_datagram`. Returns the number of datagrams; 0 when there was nothing to read.
+    size_t receive(const std::function<void(in_addr, std::span<const uint8_t>)> &on_datagram);
 
     bool gso() const { return gso_; }
 

@@ -333,13 +333,17 @@ void Engine::transmit(Channel &ch, std::vector<Use *> &batch, bool retransmit)
     batch.erase(batch.begin(), batch.begin() + static_cast<ptrdiff_t>(sent));
 }
 
-void Engine::on_datagram(std::span<const uint8_t> datagram)
+void Engine::on_datagram(in_addr from, std::span<const uint8_t> datagram)
 {
     auto h = wire::decode(datagram);
     if (!h || !(h->flags & XAGG_F_RESULT) || h->nelem != block_)
         return;
+    // A result is its aggregator's by the address it comes from (the one the contributions went
+    // to): the shares of one tensor on several aggregators may have one job id, as a cluster
+    // job's do, and the same chunk indexes.
     for (auto &ch : channels_) {
-        if (ch->job != h->job_id || h->chunk >= ch->ring)
+        if (ch->aggregator.sin_addr.s_addr != from.s_addr || ch->job != h->job_id ||
+            h->chunk >= ch->ring)
             continue;
         Use *u = ch->holder[h->chunk];
         // Only the answer to the round in flight counts; duplicates and late copies do not.
@@ -554,7 +558,8 @@ void Engine::run()
                 send_ready(*ch);
             size_t got = 0;
             for (int i = 0; i < 16; i++) {
-                size_t n = socket_->receive([this](std::span<const uint8_t> d) { on_datagram(d); });
+                size_t n = socket_->receive(
+                    [this](in_addr from, std::span<const uint8_t> d) { on_datagram(from, d); });
                 if (n == 0)
                     break;
                 got += n;

@@ -167,7 +167,7 @@ private:
     void send_ready(Channel &ch);
     void transmit(Channel &ch, std::vector<Use *> &batch, bool retransmit);
     size_t encode(const Use &u, bool retransmit, uint8_t *out) const;
-    void on_datagram(std::span<const uint8_t> datagram);
+    void on_datagram(in_addr from, std::span<const uint8_t> datagram);
     void on_result(Use &u, const wire::Header &h, std::span<const uint8_t> datagram);
     void finish_use(Use &u);
     void check_timers();

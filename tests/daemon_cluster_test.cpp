@@ -101,12 +101,38 @@ TEST(ClusterTest, EachNodeHoldsItsShareOfEveryTensorAndItsExponentChunks)
     EXPECT_EQ(local_share(j, whole, "b"), 0u);
 }
 
+TEST(ClusterTest, AJumboChunkJobIsCutInSlotPositionsAndSharedInJumboBlocks)
+{
+    ClusterJob j = job(7, 300000, 200);
+    j.chunk_elems = XAGG_JUMBO_CHUNK_ELEMS;
+    // ceil(300000 / 2048) = 147 blocks + 1 exponent chunk (170 blocks' exponents a chunk), each
+    // chunk XAGG_JUMBO_SLOT_PARTS slot positions: 444, partitions of 200, 200 and 44.
+    EXPECT_EQ(job_chunks(j), 148u * XAGG_JUMBO_SLOT_PARTS);
+    auto p = replace(j, std::nullopt, {node("a"), node("b")}, {}, {j});
+    ASSERT_TRUE(p);
+    EXPECT_EQ(p->partitions.size(), 3u);
+    // Split by partitions, as the client splits every tensor: a node with 1 of 2 holds
+    // ceil(147 / 2) + 1 = 75 blocks and their 1 exponent chunk, in jumbo chunks.
+    ClusterPlacement half{7, 5, {"a", "b"}}, whole{7, 5, {"a", "a"}};
+    EXPECT_EQ(local_share(j, half, "a"), (75 + 1) * XAGG_JUMBO_CHUNK_ELEMS);
+    EXPECT_EQ(local_share(j, whole, "a"), (148 + 1) * XAGG_JUMBO_CHUNK_ELEMS);
+}
+
 TEST(ClusterTest, RecordsRoundTripAndBadOnesAreRefusedClearly)
 {
     ClusterNode n = node("a");
     EXPECT_EQ(parse_node(to_json(n).dump()).capacity_chunks, 65536u);
     ClusterJob j = parse_job(7, R"({"workers":3,"gradient_elems":1000})");
     EXPECT_EQ(j.partition_chunks, 16384u);
+    EXPECT_EQ(j.chunk_elems, XAGG_CHUNK_ELEMS);  // a record written before chunk_elems existed
+    j.chunk_elems = XAGG_JUMBO_CHUNK_ELEMS;
+    EXPECT_EQ(parse_job(7, to_json(j).dump()).chunk_elems, XAGG_JUMBO_CHUNK_ELEMS);
+    try {
+        parse_job(7, R"({"workers":3,"gradient_elems":1000,"chunk_elems":1000})");
+        ADD_FAILURE() << "chunk_elems 1000 accepted";
+    } catch (const std::invalid_argument &e) {
+        EXPECT_STREQ(e.what(), "job 7: chunk_elems 1000 is neither 768 nor 2048");
+    }
     EXPECT_THROW(parse_job(7, R"({"workers":65,"gradient_elems":1000})"), std::invalid_argument);
     EXPECT_THROW(parse_job(0, R"({"workers":3,"gradient_elems":1000})"), std::invalid_argument);
     EXPECT_THROW(parse_job(7, "not json"), std::invalid_argument);

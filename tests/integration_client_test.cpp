@@ -97,6 +97,73 @@ protected:
             EXPECT_LE(r["worst_error_over_bound"].get<double>(), 1.0) << r;
         }
     }
+
+    // --- cluster jobs: a real etcd on the namespaces' own network (the bridge), where every
+    // node and worker reaches it; nothing outside the test's namespaces sees it.
+    static constexpr const char *kEtcdPrefix = "/xaggtest";
+
+    std::unique_ptr<EtcdServer> start_etcd(const Topology &topo)
+    {
+        EXPECT_EQ(run_command("ip -n " + topo.sw() + " addr add 10.77.0.250/24 dev br0 && echo ok"),
+                  "ok\n");
+        return std::make_unique<EtcdServer>(dir_ + "/etcd", "10.77.0.250", 2379, topo.sw());
+    }
+
+    // The config lines that make a daemon node `name` of the cluster.
+    static std::string cluster_keys(const EtcdServer &etcd, const std::string &name,
+                                    const std::string &address)
+    {
+        return "etcd_endpoint = " + etcd.endpoint() + "\netcd_prefix = " + kEtcdPrefix +
+               "\netcd_lease_ttl = 2\nnode_name = " + name + "\nadvertise_address = " + address +
+               "\n";
+    }
+
+    // `xaggctl cluster ... job create ARGS` as an operator runs it, from the bridge's namespace.
+    static std::string create_cluster_job(const Topology &topo, const EtcdServer &etcd,
+                                          const std::string &args)
+    {
+        return run_command("ip netns exec " + topo.sw() +
+                           " " XAGG_BINARY_DIR "/tools/xaggctl cluster --etcd " + etcd.endpoint() +
+                           " --prefix " + kEtcdPrefix + " job create " + args + " 2>&1");
+    }
+
+    // etcd, reached from the bridge's namespace, as the nodes reach it.
+    static void in_etcd(const Topology &topo, const EtcdServer &etcd,
+                        const std::function<void(etcd::Client &)> &fn)
+    {
+        sys::run_in_netns(topo.sw(), [&] {
+            etcd::Client c(etcd.endpoint());
+            fn(c);
+        });
+    }
+
+    // The node of each partition of cluster job `job`; empty before it is placed.
+    static json placement(const Topology &topo, const EtcdServer &etcd, uint32_t job)
+    {
+        json p = json::array();
+        in_etcd(topo, etcd, [&](etcd::Client &c) {
+            if (auto kv = c.get(std::string(kEtcdPrefix) + "/placement/" + std::to_string(job)))
+                p = json::parse(kv->value)["partitions"];
+        });
+        return p;
+    }
+
+    // The local job `job` of the daemon at `socket` (null when it holds none).
+    static json local_job(const std::string &socket, uint32_t job)
+    {
+        try {
+            json j = control(socket, {{"op", "show_job"}, {"job", job}});
+            return j["ok"] == true ? j["job"] : json();
+        } catch (const std::exception &) {
+            return json();
+        }
+    }
+
+    static uint64_t local_elems(const std::string &socket, uint32_t job)
+    {
+        json j = local_job(socket, job);
+        return j.is_null() ? 0 : j["gradient_elems"].get<uint64_t>();
+    }
 };
 
 TEST_F(ClientIntegration, EveryWorkerGetsTheBitExactSumForManyRounds)
@@ -180,50 +247,21 @@ TEST_F(ClientIntegration, AClusterJobIsPlacedAcrossTwoNodesAndSurvivesLosingOne)
     constexpr uint64_t kElems = 300000;  // 391 blocks + 7 exponent chunks: 2 partitions of 200
     Topology topo("e", kWorkers);
     std::string agg1 = topo.add_aggregator(1);
-    // A real etcd on the namespaces' own network (the bridge), where every node and worker
-    // reaches it; nothing outside the test's namespaces sees it.
-    ASSERT_EQ(run_command("ip -n " + topo.sw() + " addr add 10.77.0.250/24 dev br0 && echo ok"),
-              "ok\n");
-    EtcdServer etcd(dir_ + "/etcd", "10.77.0.250", 2379, topo.sw());
-    const std::string endpoint = etcd.endpoint(), prefix = "/xaggtest";
-    auto cluster_keys = [&](const std::string &name, const std::string &address) {
-        return "etcd_endpoint = " + endpoint + "\netcd_prefix = " + prefix +
-               "\netcd_lease_ttl = 2\nnode_name = " + name + "\nadvertise_address = " + address +
-               "\n";
-    };
-    std::ofstream(write_config(topo), std::ios::app) << cluster_keys("n0", kAggAddr);
+    auto etcd = start_etcd(topo);
+    const std::string endpoint = etcd->endpoint(), prefix = kEtcdPrefix;
+    std::ofstream(write_config(topo), std::ios::app) << cluster_keys(*etcd, "n0", kAggAddr);
     auto daemon0 = start_daemon(dir_ + "/xaggd.conf", "xaggd.log");
     std::string socket1 = dir_ + "/xaggd1.sock", config1 = write_second_config(agg1, socket1);
-    std::ofstream(config1, std::ios::app) << cluster_keys("n1", "10.77.0.101");
+    std::ofstream(config1, std::ios::app) << cluster_keys(*etcd, "n1", "10.77.0.101");
 
     // The operator creates the job in etcd while node 0 is alone: it takes both partitions.
-    std::string created = run_command(
-        "ip netns exec " + topo.sw() + " " XAGG_BINARY_DIR "/tools/xaggctl cluster --etcd " +
-        endpoint + " --prefix " + prefix + " job create --id 7 --workers 3 --elems " +
-        std::to_string(kElems) + " --partition-chunks 200 2>&1");
+    std::string created = create_cluster_job(
+        topo, *etcd,
+        "--id 7 --workers 3 --elems " + std::to_string(kElems) + " --partition-chunks 200");
     EXPECT_EQ(created, "cluster job 7 created; `xaggctl cluster show` shows where it is placed\n");
-    // etcd is reached from the bridge's namespace, as the nodes reach it.
-    auto in_etcd = [&](const std::function<void(etcd::Client &)> &fn) {
-        sys::run_in_netns(topo.sw(), [&] {
-            etcd::Client c(endpoint);
-            fn(c);
-        });
-    };
-    auto placement = [&] {
-        json p = json::array();
-        in_etcd([&](etcd::Client &c) {
-            if (auto kv = c.get(prefix + "/placement/7"))
-                p = json::parse(kv->value)["partitions"];
-        });
-        return p;
-    };
-    auto local_elems = [&](const std::string &socket) -> uint64_t {
-        try {
-            json j = control(socket, {{"op", "show_job"}, {"job", 7}});
-            return j["ok"] == true ? j["job"]["gradient_elems"].get<uint64_t>() : 0;
-        } catch (const std::exception &) {
-            return 0;
-        }
+    auto placement = [&] { return ClientIntegration::placement(topo, *etcd, 7); };
+    auto local_elems = [](const std::string &socket) {
+        return ClientIntegration::local_elems(socket, 7);
     };
     for (int i = 0; i < 600 && !(placement() == json::array({"n0", "n0"}) && local_elems(socket_));
          i++)
@@ -273,9 +311,90 @@ TEST_F(ClientIntegration, AClusterJobIsPlacedAcrossTwoNodesAndSurvivesLosingOne)
     }
     EXPECT_EQ(placement(), json::array({"n0", "n0"}));
     EXPECT_EQ(local_elems(socket_), (391 + 1 + 7) * XAGG_CHUNK_ELEMS) << daemon0->output();
-    in_etcd([&](etcd::Client &c) {  // n1's registration expired with it
+    in_etcd(topo, *etcd, [&](etcd::Client &c) {  // n1's registration expired with it
         EXPECT_EQ(c.range(prefix + "/nodes/").size(), 1u);
     });
+}
+
+TEST_F(ClientIntegration, AJumboChunkClusterJobIsHeldInJumboChunksOnEveryNodeAndStaysExact)
+{
+    constexpr unsigned kWorkers = 3, kIterations = 20;
+    // 147 jumbo blocks + 1 exponent chunk, 3 slot positions each: 444, 2 partitions of 222.
+    constexpr uint64_t kElems = 300000;
+    Topology topo("j", kWorkers);
+    std::string agg1 = topo.add_aggregator(1);
+    auto etcd = start_etcd(topo);
+    std::ofstream(write_config(topo), std::ios::app) << cluster_keys(*etcd, "n0", kAggAddr);
+    auto daemon0 = start_daemon(dir_ + "/xaggd.conf", "xaggd.log");
+    std::string socket1 = dir_ + "/xaggd1.sock", config1 = write_second_config(agg1, socket1);
+    std::ofstream(config1, std::ios::app) << cluster_keys(*etcd, "n1", "10.77.0.101");
+    auto daemon1 = std::make_unique<Process>(xaggd_as_unit(agg1, config1), dir_ + "/xaggd1.log");
+
+    EXPECT_EQ(create_cluster_job(topo, *etcd,
+                                 "--id 7 --workers 3 --elems " + std::to_string(kElems) +
+                                     " --partition-chunks 222 --chunk-elems 2048"),
+              "cluster job 7 created; `xaggctl cluster show` shows where it is placed\n");
+    // Each node holds ceil(147 / 2) + 1 = 75 blocks and their exponent chunk, in jumbo chunks.
+    constexpr uint64_t kShare = (75 + 1) * XAGG_JUMBO_CHUNK_ELEMS;
+    for (int i = 0;
+         i < 600 && !(local_elems(socket_, 7) == kShare && local_elems(socket1, 7) == kShare); i++)
+        std::this_thread::sleep_for(50ms);
+    for (const std::string &socket : {socket_, socket1}) {
+        json local = local_job(socket, 7);
+        ASSERT_FALSE(local.is_null()) << daemon0->output() << daemon1->output();
+        EXPECT_EQ(local["gradient_elems"], kShare) << local;
+        EXPECT_EQ(local["chunk_elems"], XAGG_JUMBO_CHUNK_ELEMS) << local;
+    }
+    json where = placement(topo, *etcd, 7);
+    std::sort(where.begin(), where.end());
+    EXPECT_EQ(where, json::array({"n0", "n1"}));
+    // What the operator sees: the job's chunk size beside its size.
+    std::string shown = run_command("ip netns exec " + topo.sw() +
+                                    " " XAGG_BINARY_DIR "/tools/xaggctl cluster --etcd " +
+                                    etcd->endpoint() + " --prefix " + kEtcdPrefix + " show");
+    EXPECT_NE(shown.find("\n7    3        300000       2048   n"), std::string::npos) << shown;
+
+    std::vector<std::unique_ptr<Process>> procs;
+    for (unsigned r = 0; r < kWorkers; r++)
+        procs.push_back(worker(topo, r, {},
+                               {"--etcd", etcd->endpoint(), "--etcd-prefix", kEtcdPrefix,
+                                "--cluster-job", "7", "--elems", std::to_string(kElems),
+                                "--iterations", std::to_string(kIterations), "--verify"}));
+    for (auto &p : procs) {
+        ASSERT_EQ(p->wait(180s), 0)
+            << p->output() << local_job(socket_, 7) << local_job(socket1, 7);
+        json r = last_json_line(p->output());
+        EXPECT_EQ(r["exact"], kElems * kIterations) << r;
+        EXPECT_EQ(r["wrong"], 0) << r;
+        EXPECT_EQ(r["beyond_bound"], 0) << r;
+    }
+    // Both nodes summed on their fast paths, in jumbo chunks.
+    for (const std::string &socket : {socket_, socket1})
+        EXPECT_GT(local_job(socket, 7)["fast_path_chunks"].get<uint64_t>(), 0u)
+            << local_job(socket, 7);
+}
+
+TEST_F(ClientIntegration, TheHostPathAnswersFromTheAddressTheWorkersSentTo)
+{
+    // Workers match results to aggregators by source address; the host PS's socket is bound to
+    // every address, so it must answer from the one each contribution came to, not the
+    // interface's first (10.77.0.100).
+    constexpr unsigned kWorkers = 2;
+    constexpr uint64_t kElems = 50000;
+    Topology topo("s", kWorkers);
+    ASSERT_EQ(run_command("ip -n " + topo.agg() + " addr add 10.77.0.150/24 dev eth0 && echo ok"),
+              "ok\n");
+    auto daemon = start_daemon(write_config(topo), "xaggd.log");
+    create_job(7, kWorkers, 1024, {{"host_path", true}});
+    std::vector<std::unique_ptr<Process>> procs;
+    for (unsigned r = 0; r < kWorkers; r++)
+        procs.push_back(worker(topo, r, {"address=10.77.0.150,job=7,socket=" + socket_},
+                               {"--elems", std::to_string(kElems), "--iterations", "3", "--verify",
+                                "--max-retries", "20"}));
+    expect_all_verified(procs, kElems * 3);
+    json stats = control(socket_, {{"op", "stats"}});
+    EXPECT_GT(stats["chunks_completed"]["host"].get<uint64_t>(), 0u) << stats;
+    EXPECT_EQ(stats["chunks_completed"]["fast"], 0) << stats;
 }
 
 class ImpairedLinks : public ClientIntegration, public ::testing::WithParamInterface<Impairment> {};
@@ -406,10 +525,12 @@ TEST_F(ClientIntegration, ATensorSplitAcrossTwoAggregatorsGetsTheSameResultAsOne
     Process daemon2(xaggd_as_unit(agg2, config2), dir_ + "/xaggd2.log");
     for (int i = 0; i < 200 && !std::filesystem::exists(socket2); i++)
         std::this_thread::sleep_for(25ms);
-    create_job(7, kWorkers, 1024);               // the whole tensor on node 1
-    create_job(8, kWorkers, 1024);               // a share of a split tensor on node 1 ...
-    create_job(9, kWorkers, 1024, {}, socket2);  // ... and the rest on node 2
-    const std::string node2 = "address=10.77.0.101,job=9,socket=" + socket2 + ",weight=2";
+    create_job(7, kWorkers, 1024);  // the whole tensor on node 1
+    // A share of a split tensor on node 1 and the rest on node 2, under one job id, as a
+    // cluster job's shares are: the workers tell the two nodes' results apart by their source.
+    create_job(8, kWorkers, 1024);
+    create_job(8, kWorkers, 1024, {}, socket2);
+    const std::string node2 = "address=10.77.0.101,job=8,socket=" + socket2 + ",weight=2";
     auto run = [&](const std::vector<std::string> &aggs, const std::string &tag) {
         std::vector<std::unique_ptr<Process>> procs;
         for (unsigned r = 0; r < kWorkers; r++)

@@ -11,6 +11,7 @@
 #include "lib/etcd/etcd_client.hpp"
 #include "lib/sched/placement.hpp"
 #include "xagg/api.hpp"
+#include "xagg/check.h"
 #include "xagg/cluster_keys.hpp"
 #include "xagg/proto.h"
 #include "xagg/wire.hpp"
@@ -35,8 +36,9 @@ std::vector<uint64_t> partition_sizes(const ClusterJob &job)
 
 uint64_t job_chunks(const ClusterJob &job)
 {
-    uint64_t blocks = (job.gradient_elems + XAGG_CHUNK_ELEMS - 1) / XAGG_CHUNK_ELEMS;
-    return blocks + wire::exponent_chunks(blocks);
+    uint64_t blocks = (job.gradient_elems + job.chunk_elems - 1) / job.chunk_elems;
+    return (blocks + wire::exponent_chunks(blocks, job.chunk_elems)) *
+           xagg_chunk_parts(job.chunk_elems);
 }
 
 std::optional<ClusterPlacement> replace(const ClusterJob &job,
@@ -120,10 +122,11 @@ uint64_t local_share(const ClusterJob &job, const ClusterPlacement &p, const std
     if (!k || p.partitions.empty())
         return 0;
     // The client splits every tensor by weight (partitions per node); this node's slots hold
-    // its share of the largest tensor, one block rounded up, and its exponent chunks.
-    uint64_t blocks = (job.gradient_elems + XAGG_CHUNK_ELEMS - 1) / XAGG_CHUNK_ELEMS;
+    // its share of the largest tensor, one block rounded up, and its exponent chunks; a block
+    // is a chunk of the job's size.
+    uint64_t blocks = (job.gradient_elems + job.chunk_elems - 1) / job.chunk_elems;
     uint64_t mine = (blocks * k + p.partitions.size() - 1) / p.partitions.size() + 1;
-    return (mine + wire::exponent_chunks(mine)) * XAGG_CHUNK_ELEMS;
+    return (mine + wire::exponent_chunks(mine, job.chunk_elems)) * job.chunk_elems;
 }
 
 ClusterAgent::ClusterAgent(ClusterConfig config)
@@ -273,7 +276,8 @@ void ClusterAgent::reconcile(const std::vector<ClusterJob> &jobs,
             continue;
         auto have = local.find(id);
         if (have != local.end() && have->second.gradient_elems == share &&
-            have->second.workers == spec->second->workers)
+            have->second.workers == spec->second->workers &&
+            have->second.chunk_elems == spec->second->chunk_elems)
             continue;
         if (have != local.end())
             api.call(api::DeleteJob{id});
@@ -281,9 +285,11 @@ void ClusterAgent::reconcile(const std::vector<ClusterJob> &jobs,
         create.id = id;
         create.workers = spec->second->workers;
         create.gradient_elems = share;
+        create.chunk_elems = spec->second->chunk_elems;
         api.call(create);
         managed_.insert(id);
-        spdlog::info("cluster: job {}: holding {} values here", id, share);
+        spdlog::info("cluster: job {}: holding {} values here in chunks of {}", id, share,
+                     spec->second->chunk_elems);
     }
 }
 

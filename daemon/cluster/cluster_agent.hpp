@@ -36,6 +36,7 @@ using cluster_records::parse_node;
 using cluster_records::parse_placement;
 using cluster_records::to_json;
 
+// The slot positions `job` takes in all: its partitions are cut from these.
 uint64_t job_chunks(const ClusterJob &job);
 
 // The placement `job` should have: partitions already on live nodes stay there (moving them

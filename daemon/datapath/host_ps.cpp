@@ -45,6 +45,8 @@ int bind_socket(uint16_t port, unsigned ifindex)
     setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &mif, sizeof(mif));
     unsigned char loop = 0;
     setsockopt(fd, IPPROTO_IP, IP_MULTICAST_LOOP, &loop, sizeof(loop));
+    // Each datagram's local address, for its replies to leave from (Reply::source).
+    setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one));
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(port);
@@ -359,12 +361,15 @@ void HostPs::serve(int fd, size_t thread)
         mmsghdr msgs[kBatch]{};
         iovec iov[kBatch];
         sockaddr_in from[kBatch];
+        alignas(cmsghdr) char info[kBatch][CMSG_SPACE(sizeof(in_pktinfo))];
         for (unsigned i = 0; i < kBatch; i++) {
             iov[i] = {in[i], kMaxDatagram};
             msgs[i].msg_hdr.msg_iov = &iov[i];
             msgs[i].msg_hdr.msg_iovlen = 1;
             msgs[i].msg_hdr.msg_name = &from[i];
             msgs[i].msg_hdr.msg_namelen = sizeof(from[i]);
+            msgs[i].msg_hdr.msg_control = info[i];
+            msgs[i].msg_hdr.msg_controllen = sizeof(info[i]);
         }
         int n = recvmmsg(fd, msgs, kBatch, MSG_DONTWAIT, nullptr);
         if (n <= 0)
@@ -373,12 +378,27 @@ void HostPs::serve(int fd, size_t thread)
         busy_[thread] = version_.load();
         auto jobs_now = jobs();
         out.clear();
-        for (int i = 0; i < n; i++)
+        for (int i = 0; i < n; i++) {
+            const size_t first_reply = out.size();
             handle(*jobs_now, {in[i], msgs[i].msg_len}, from[i], out);
+            // The kernel's local address of the datagram (ip(7): for unicast the one it was
+            // sent to; for a broadcast, the interface's): its replies' source.
+            in_addr local{};
+            for (cmsghdr *cm = CMSG_FIRSTHDR(&msgs[i].msg_hdr); cm;
+                 cm = CMSG_NXTHDR(&msgs[i].msg_hdr, cm))
+                if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_PKTINFO) {
+                    in_pktinfo pi;
+                    std::memcpy(&pi, CMSG_DATA(cm), sizeof(pi));
+                    local = pi.ipi_spec_dst;
+                }
+            for (size_t r = first_reply; r < out.size(); r++)
+                out[r].source = local;
+        }
         // Batched sends; a full buffer is loss the workers' retransmission recovers.
         for (size_t sent = 0; sent < out.size();) {
             mmsghdr omsgs[kBatch]{};
             iovec oiov[kBatch];
+            alignas(cmsghdr) char oinfo[kBatch][CMSG_SPACE(sizeof(in_pktinfo))];
             unsigned k = 0;
             for (; k < kBatch && sent + k < out.size(); k++) {
                 Reply &o = out[sent + k];
@@ -387,6 +407,17 @@ void HostPs::serve(int fd, size_t thread)
                 omsgs[k].msg_hdr.msg_iovlen = 1;
                 omsgs[k].msg_hdr.msg_name = &o.to;
                 omsgs[k].msg_hdr.msg_namelen = sizeof(o.to);
+                if (o.source.s_addr != 0) {
+                    omsgs[k].msg_hdr.msg_control = oinfo[k];
+                    omsgs[k].msg_hdr.msg_controllen = sizeof(oinfo[k]);
+                    cmsghdr *cm = CMSG_FIRSTHDR(&omsgs[k].msg_hdr);
+                    cm->cmsg_level = IPPROTO_IP;
+                    cm->cmsg_type = IP_PKTINFO;
+                    cm->cmsg_len = CMSG_LEN(sizeof(in_pktinfo));
+                    in_pktinfo pi{};
+                    pi.ipi_spec_dst = o.source;
+                    std::memcpy(CMSG_DATA(cm), &pi, sizeof(pi));
+                }
             }
             int s = sendmmsg(fd, omsgs, k, 0);
             sent += s > 0 ? static_cast<size_t>(s) : k;

@@ -55,6 +55,9 @@ public:
         std::array<uint8_t, wire::kMaxDatagramBytes> data;
         size_t size = 0;  // of data: a standard or a jumbo chunk's datagram
         sockaddr_in to;
+        // The source address it leaves from: the one its contribution was sent to, since
+        // workers tell aggregators' results apart by it (0: the kernel's choice).
+        in_addr source{};
     };
     // One datagram received from `from`: checked by the acceptance rule (xagg/check.h, the
     // fast path's own), added into its slot, the replies it causes appended to `replies`.

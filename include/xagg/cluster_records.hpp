@@ -4,7 +4,7 @@
 //
 //   PREFIX/nodes/NAME      {"name", "address", "port", "control_socket", "control_tcp_address",
 //                           "capacity_chunks", "rate"}
-//   PREFIX/jobs/ID         {"workers", "gradient_elems", "partition_chunks"}
+//   PREFIX/jobs/ID         {"workers", "gradient_elems", "partition_chunks", "chunk_elems"}
 //   PREFIX/placement/ID    {"job", "job_revision", "partitions": [node of each partition],
 //                           "nodes": [each node used, its record with "partitions": its count]}
 //
@@ -34,7 +34,10 @@ struct ClusterJob {
     uint32_t id = 0;  // from the key
     uint32_t workers = 0;
     uint64_t gradient_elems = 0;
-    uint64_t partition_chunks = 16384;
+    uint64_t partition_chunks = 16384;  // slot positions (a jumbo chunk takes several)
+    // Values per chunk on the wire: XAGG_CHUNK_ELEMS, or XAGG_JUMBO_CHUNK_ELEMS where every
+    // worker and node is on a 9000-byte MTU. Every node's share is a local job of this size.
+    uint32_t chunk_elems = XAGG_CHUNK_ELEMS;
     int64_t revision = 0;  // of its spec in etcd (from the key's revision)
 };
 
@@ -97,7 +100,8 @@ inline nlohmann::json to_json(const ClusterJob &j)
 {
     return {{"workers", j.workers},
             {"gradient_elems", j.gradient_elems},
-            {"partition_chunks", j.partition_chunks}};
+            {"partition_chunks", j.partition_chunks},
+            {"chunk_elems", j.chunk_elems}};
 }
 
 inline ClusterJob parse_job(uint32_t id, const std::string &value)
@@ -109,6 +113,7 @@ inline ClusterJob parse_job(uint32_t id, const std::string &value)
         job.workers = j.at("workers").get<uint32_t>();
         job.gradient_elems = j.at("gradient_elems").get<uint64_t>();
         job.partition_chunks = j.value("partition_chunks", uint64_t{16384});
+        job.chunk_elems = j.value("chunk_elems", uint32_t{XAGG_CHUNK_ELEMS});  // before v3: 768
     } catch (const nlohmann::json::exception &e) {
         throw std::invalid_argument("job " + std::to_string(id) + ": " + e.what());
     }
@@ -117,6 +122,11 @@ inline ClusterJob parse_job(uint32_t id, const std::string &value)
         throw std::invalid_argument("job " + std::to_string(id) + ": id 1-" +
                                     std::to_string(XAGG_MAX_JOB_ID) +
                                     ", workers 1-64, gradient_elems and partition_chunks positive");
+    if (job.chunk_elems != XAGG_CHUNK_ELEMS && job.chunk_elems != XAGG_JUMBO_CHUNK_ELEMS)
+        throw std::invalid_argument("job " + std::to_string(id) + ": chunk_elems " +
+                                    std::to_string(job.chunk_elems) + " is neither " +
+                                    std::to_string(XAGG_CHUNK_ELEMS) + " nor " +
+                                    std::to_string(XAGG_JUMBO_CHUNK_ELEMS));
     return job;
 }
 

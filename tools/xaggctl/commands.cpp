@@ -55,6 +55,18 @@ control::ControlClient client(const Globals &g)
     return control::ControlClient(e);
 }
 
+// --chunk-elems for a job created on `where` (one daemon, or the cluster's nodes).
+void add_chunk_elems_option(CLI::App *create, uint32_t &chunk_elems, const std::string &where)
+{
+    create
+        ->add_option("--chunk-elems", chunk_elems,
+                     "Values per chunk: 768, or 2048 (jumbo) where every link between the "
+                     "workers and " +
+                         where + " has an MTU of 9000")
+        ->check(CLI::IsMember({XAGG_CHUNK_ELEMS, XAGG_JUMBO_CHUNK_ELEMS}))
+        ->capture_default_str();
+}
+
 // Prints a reply: as one line of JSON, or as `render` makes it for people.
 int print(const Globals &g, const json &data, const std::function<std::string()> &render)
 {
@@ -136,12 +148,7 @@ void add_job(CLI::App &app, Cli &cli)
         ->capture_default_str();
     create->add_flag("--host-path", c.host_path, "Serve every chunk by the host parameter server");
     create->add_flag("--fanout", c.fanout, "Unicast results to each member instead of multicast");
-    create
-        ->add_option("--chunk-elems", c.chunk_elems,
-                     "Values per chunk: 768, or 2048 (jumbo) where every link between the "
-                     "workers and this node has an MTU of 9000")
-        ->check(CLI::IsMember({XAGG_CHUNK_ELEMS, XAGG_JUMBO_CHUNK_ELEMS}))
-        ->capture_default_str();
+    add_chunk_elems_option(create, c.chunk_elems, "this node");
     create->footer(
         "Example: xaggctl job create --id 7 --workers 4 --elems 16777216 --policy evict");
     create->callback([&cli, &c] {
@@ -372,11 +379,11 @@ void add_cluster(CLI::App &app, Cli &cli)
                                   static_cast<unsigned long long>(n.capacity_chunks));
                     out += line;
                 }
-                out += "\nJOB  WORKERS  ELEMS        PLACEMENT (node of each partition)\n";
+                out += "\nJOB  WORKERS  ELEMS        CHUNK  PLACEMENT (node of each partition)\n";
                 for (const auto &[j, partitions] : jobs) {
                     char line[96];
-                    std::snprintf(line, sizeof(line), "%-4u %-8u %-12llu ", j.id, j.workers,
-                                  static_cast<unsigned long long>(j.gradient_elems));
+                    std::snprintf(line, sizeof(line), "%-4u %-8u %-12llu %-6u ", j.id, j.workers,
+                                  static_cast<unsigned long long>(j.gradient_elems), j.chunk_elems);
                     std::string names;
                     for (const std::string &p : partitions)
                         names += (names.empty() ? "" : " ") + p;
@@ -404,15 +411,17 @@ void add_cluster(CLI::App &app, Cli &cli)
                      "Chunks per partition: the unit placed on one node")
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
+    add_chunk_elems_option(create, a.chunk_elems, "the nodes");
     create->footer(
         "Example: xaggctl cluster --etcd http://10.0.0.2:2379 job create --id 7 "
-        "--workers 8 --elems 110000000");
+        "--workers 8 --elems 110000000 --chunk-elems 2048");
     create->callback([&cli, &a, etcd_call] {
         cli.action = [&cli, &a, etcd_call] {
             ClusterJob record;
             record.workers = a.workers;
             record.gradient_elems = a.elems;
             record.partition_chunks = a.partition_chunks;
+            record.chunk_elems = a.chunk_elems;
             json spec = cluster_records::to_json(record);
             bool created = etcd_call([&](etcd::Client &c) {
                 return json(c.put_if_revision(cluster_keys::job(a.prefix, a.id), spec.dump(), 0));

@@ -46,6 +46,7 @@ struct Args {
         std::string etcd, prefix = "/xagg";
         uint32_t id = 0, workers = 0;
         uint64_t elems = 0, partition_chunks = 16384;
+        uint32_t chunk_elems = XAGG_CHUNK_ELEMS;
     } cluster;
     std::string file;   // config check
     std::string shell;  // completion
