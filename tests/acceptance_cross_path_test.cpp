@@ -228,10 +228,26 @@ TEST_F(JumboCrossPathTest, AChunkOfTheOtherSizeIsRefusedAlikeOnBothPaths)
                  XAGG_CNT_DROP_BAD_LENGTH, XAGG_CNT_DROP_BAD_LENGTH);
     same_refusal(jumbo_contribution(kJobHost, 0, 0, 0, jumbo_random(2)).build(), XDP_DROP,
                  XAGG_CNT_DROP_BAD_LENGTH, XAGG_CNT_DROP_BAD_LENGTH);
-    // An index whose slot positions would pass 2^32: the fast path hands it over, the host path
-    // knows no job has such a chunk.
-    same_refusal(jumbo_contribution(kJobJumbo, 0, 0, 0x60000000u, jumbo_random(3)).build(),
-                 XDP_PASS, XAGG_CNT_PASS_HOST_OVERFLOW, XAGG_CNT_DROP_BAD_LENGTH);
+}
+
+TEST_F(JumboCrossPathTest, AChunkBeyondTheJobIsHandedUpAndDroppedThereWithoutState)
+{
+    // The host job has 1 << 20 slot positions (host_job()): jumbo chunk 349524 takes the last
+    // three, 349525 would pass them, and an index whose positions pass 2^32 is no job's.
+    const uint32_t last = (1u << 20) / XAGG_JUMBO_SLOT_PARTS - 1;
+    for (uint32_t chunk : {last + 1, last + 1000, 0x60000000u}) {
+        SCOPED_TRACE(chunk);
+        same_refusal(jumbo_contribution(kJobJumbo, 0, 0, chunk, jumbo_random(3)).build(), XDP_PASS,
+                     XAGG_CNT_PASS_HOST_OVERFLOW, XAGG_CNT_DROP_BEYOND_JOB);
+    }
+    std::vector<daemon::HostPs::Reply> replies;
+    EXPECT_EQ(counter_name(host_run(
+                  jumbo_contribution(kJobJumbo, 0, 0, last, jumbo_random(4)).build(), replies)),
+              std::string("aggregated"));
+    EXPECT_EQ(counter_name(host_run(
+                  jumbo_contribution(kJobJumbo, 1, 0, last, jumbo_random(5)).build(), replies)),
+              std::string("completed"));
+    EXPECT_EQ(replies.size(), 1u);
 }
 
 TEST_F(JumboCrossPathTest, OneSequenceGivesTheSameVerdictsAndSumsOnBothPaths)

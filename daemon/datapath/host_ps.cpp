@@ -280,10 +280,10 @@ enum xagg_counter HostPs::handle(const Jobs &jobs, std::span<const uint8_t> data
     const uint32_t chunk = be32toh(h.chunk), round = be32toh(h.round);
     const uint32_t parts = xagg_job_parts(&served->entry);
     const uint64_t position = uint64_t{chunk} * parts;
-    // No job has 2^32 slot positions, so a jumbo chunk index that reaches past them cannot be
-    // one of its chunks: its length is wrong for any index it could have.
-    if (position + parts - 1 > UINT32_MAX)
-        return outcome(XAGG_CNT_DROP_BAD_LENGTH);
+    // Only the job's own chunks get a slot here: a member (it holds the key) could otherwise
+    // make the daemon keep state for every index it sends.
+    if (position + parts > job.chunks)
+        return outcome(XAGG_CNT_DROP_BEYOND_JOB);
     // Held, or a chunk the fast path serves (a datagram passed up before it took over).
     auto held = jobs.held.find(job_id);
     if ((held != jobs.held.end() && position >= held->second.first &&

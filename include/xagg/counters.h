@@ -48,6 +48,10 @@ enum xagg_counter {
     /* Fast path only: a contribution spread over receive buffers that could not be made linear
      * (bpf_xdp_pull_data failed: the driver leaves too little room in its first buffer). */
     XAGG_CNT_DROP_NOT_LINEAR,
+    /* Host path only: a chunk index past the job's chunks (the fast path passes it up as
+     * pass_host_overflow). Dropped before it takes any state: a member cannot grow the daemon's
+     * memory by sending indexes no job has. */
+    XAGG_CNT_DROP_BEYOND_JOB,
     XAGG_CNT_MAX,
 };
 

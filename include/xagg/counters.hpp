@@ -43,8 +43,9 @@ inline constexpr std::array<std::string_view, XAGG_CNT_MAX> kCounterNames = {
     "drop_bad_key",
     "drop_bad_udp_checksum",
     "drop_not_linear",
+    "drop_beyond_job",
 };
-static_assert(XAGG_CNT_DROP_NOT_LINEAR == 25 && XAGG_CNT_MAX == 26,
+static_assert(XAGG_CNT_DROP_BEYOND_JOB == 26 && XAGG_CNT_MAX == 27,
               "a counter was added or moved: name it in kCounterNames, in enum order");
 
 // Name of a counter, e.g. "drop_bad_magic".

@@ -490,8 +490,9 @@ const BadFrameCase kBadFrames[] = {
      XAGG_CNT_PASS_HOST_JOB, XAGG_CNT_AGGREGATED},
     {"chunk_beyond_region", [] { return contribution(kJobA, 0, 0, kRegionChunks).build(); },
      XDP_PASS, XAGG_CNT_PASS_HOST_OVERFLOW, XAGG_CNT_AGGREGATED},
+    // ... and past the job's chunks too: the host path keeps no state for it.
     {"chunk_far_beyond_region", [] { return contribution(kJobA, 0, 0, 0xffffffff).build(); },
-     XDP_PASS, XAGG_CNT_PASS_HOST_OVERFLOW, XAGG_CNT_AGGREGATED},
+     XDP_PASS, XAGG_CNT_PASS_HOST_OVERFLOW, XAGG_CNT_DROP_BEYOND_JOB},
 };
 
 }  // namespace xagg::test
