@@ -4,6 +4,7 @@
 #pragma once
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,10 +23,18 @@ public:
     Process(const std::vector<std::string> &argv, const std::string &output_file)
         : output_(output_file)
     {
+        const pid_t parent = getpid();
         pid_ = fork();
         if (pid_ < 0)
             throw std::runtime_error("fork failed");
         if (pid_ == 0) {
+            // A test that aborts (an uncaught exception, a crash) skips the destructor below:
+            // the kernel kills the child then instead of leaving a daemon running. The signal
+            // comes when the thread that forked exits, so Processes are made on the test's
+            // own thread.
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (getppid() != parent)  // it died before prctl took effect
+                _exit(127);
             FILE *out = std::fopen(output_file.c_str(), "w");
             if (out) {
                 dup2(fileno(out), STDOUT_FILENO);
