@@ -11,6 +11,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "xagg/client.hpp"
@@ -51,8 +52,24 @@ inline Aggregator aggregator_from_dict(const pybind11::dict &d)
     return a;
 }
 
-// ClientOptions from the keyword arguments both modules take (their defaults, in each module's
-// py::arg list, are a default ClientOptions's).
+// The keyword arguments client_options() takes after the aggregators, rank and local address,
+// in its order, with a default ClientOptions's defaults: the tail of every py::arg list that
+// builds a client (each module passes them with std::apply).
+inline auto client_option_args()
+{
+    namespace py = pybind11;
+    const ClientOptions d;
+    return std::make_tuple(py::arg("join") = d.join, py::arg("window") = d.window,
+                           py::arg("partition_chunks") = d.partition_chunks,
+                           py::arg("timeout_ms") = static_cast<unsigned>(d.timeout.count()),
+                           py::arg("max_retries") = d.max_retries, py::arg("autotune") = d.autotune,
+                           py::arg("tune_calls") = d.tune_calls,
+                           py::arg("tune_trials") = d.tune_trials,
+                           py::arg("congestion_control") = d.congestion_control,
+                           py::arg("delay_target_us") = py::none());
+}
+
+// ClientOptions from the keyword arguments of client_option_args() and what precedes them.
 inline ClientOptions client_options(const std::vector<pybind11::dict> &aggregators, uint32_t rank,
                                     const std::string &local_address, bool join, unsigned window,
                                     unsigned partition_chunks, unsigned timeout_ms,

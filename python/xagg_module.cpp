@@ -143,30 +143,26 @@ PYBIND11_MODULE(_xagg, m)
         .def("wait", &Pending::wait, "Block until summed; the report as a dict")
         .def("ready", &Pending::ready);
 
-    const xagg::ClientOptions defaults;
-    py::class_<xagg::Client>(m, "Client")
-        .def(py::init([](const std::vector<py::dict> &aggregators, uint32_t rank,
-                         const std::string &local_address, bool join, unsigned window,
-                         unsigned partition_chunks, unsigned timeout_ms, unsigned max_retries,
-                         bool autotune, unsigned tune_calls, unsigned tune_trials,
-                         bool congestion_control, std::optional<unsigned> delay_target_us) {
-                 const xagg::ClientOptions o = xagg::python::client_options(
-                     aggregators, rank, local_address, join, window, partition_chunks, timeout_ms,
-                     max_retries, autotune, tune_calls, tune_trials, congestion_control,
-                     delay_target_us);
-                 py::gil_scoped_release unlocked;
-                 return std::make_unique<xagg::Client>(o);
-             }),
-             py::arg("aggregators"), py::arg("rank"), py::arg("local_address"),
-             py::arg("join") = defaults.join, py::arg("window") = defaults.window,
-             py::arg("partition_chunks") = defaults.partition_chunks,
-             py::arg("timeout_ms") = unsigned(defaults.timeout.count()),
-             py::arg("max_retries") = defaults.max_retries, py::arg("autotune") = defaults.autotune,
-             py::arg("tune_calls") = defaults.tune_calls,
-             py::arg("tune_trials") = defaults.tune_trials,
-             py::arg("congestion_control") = defaults.congestion_control,
-             py::arg("delay_target_us") = py::none())
-        .def_property_readonly("workers", &xagg::Client::workers)
+    py::class_<xagg::Client> client(m, "Client");
+    std::apply(
+        [&client](auto &&...options) {
+            client.def(
+                py::init([](const std::vector<py::dict> &aggregators, uint32_t rank,
+                            const std::string &local_address, bool join, unsigned window,
+                            unsigned partition_chunks, unsigned timeout_ms, unsigned max_retries,
+                            bool autotune, unsigned tune_calls, unsigned tune_trials,
+                            bool congestion_control, std::optional<unsigned> delay_target_us) {
+                    const xagg::ClientOptions o = xagg::python::client_options(
+                        aggregators, rank, local_address, join, window, partition_chunks,
+                        timeout_ms, max_retries, autotune, tune_calls, tune_trials,
+                        congestion_control, delay_target_us);
+                    py::gil_scoped_release unlocked;
+                    return std::make_unique<xagg::Client>(o);
+                }),
+                py::arg("aggregators"), py::arg("rank"), py::arg("local_address"), options...);
+        },
+        xagg::python::client_option_args());
+    client.def_property_readonly("workers", &xagg::Client::workers)
         .def_property_readonly(
             "tuning",
             [](const xagg::Client &c) {

@@ -16,37 +16,36 @@ PYBIND11_MODULE(_torch_backend, m)
     m.doc() = "The torch.distributed backend 'xagg' (see docs/PYTHON.md)";
     // Its base is torch's own ProcessGroup, so init_process_group and DDP take it as any other.
     py::object base = py::module_::import("torch.distributed").attr("ProcessGroup");
-    const xagg::ClientOptions defaults;
-    py::class_<ProcessGroupXagg, c10::intrusive_ptr<ProcessGroupXagg>>(m, "ProcessGroupXagg", base)
-        .def(py::init([](int rank, int size, c10::intrusive_ptr<c10d::ProcessGroup> delegate,
-                         const std::vector<py::dict> &aggregators, const std::string &local_address,
-                         bool owns_job, bool join, unsigned window, unsigned partition_chunks,
-                         unsigned timeout_ms, unsigned max_retries, bool autotune,
-                         unsigned tune_calls, unsigned tune_trials, bool congestion_control,
-                         std::optional<unsigned> delay_target_us) {
-                 if (aggregators.empty())
-                     throw py::value_error("the xagg backend needs at least one aggregator");
-                 const xagg::ClientOptions o = xagg::python::client_options(
-                     aggregators, static_cast<uint32_t>(rank), local_address, join, window,
-                     partition_chunks, timeout_ms, max_retries, autotune, tune_calls, tune_trials,
-                     congestion_control, delay_target_us);
-                 xagg::torch_backend::Settings settings;
-                 if (owns_job)
-                     settings.owned_job = o.aggregators.front();
-                 py::gil_scoped_release unlocked;
-                 return c10::make_intrusive<ProcessGroupXagg>(rank, size, o, std::move(delegate),
-                                                              std::move(settings));
-             }),
-             py::arg("rank"), py::arg("size"), py::arg("delegate"), py::arg("aggregators"),
-             py::arg("local_address"), py::arg("owns_job") = false, py::arg("join") = defaults.join,
-             py::arg("window") = defaults.window,
-             py::arg("partition_chunks") = defaults.partition_chunks,
-             py::arg("timeout_ms") = unsigned(defaults.timeout.count()),
-             py::arg("max_retries") = defaults.max_retries, py::arg("autotune") = defaults.autotune,
-             py::arg("tune_calls") = defaults.tune_calls,
-             py::arg("tune_trials") = defaults.tune_trials,
-             py::arg("congestion_control") = defaults.congestion_control,
-             py::arg("delay_target_us") = py::none())
+    py::class_<ProcessGroupXagg, c10::intrusive_ptr<ProcessGroupXagg>> group(m, "ProcessGroupXagg",
+                                                                             base);
+    std::apply(
+        [&group](auto &&...options) {
+            group.def(
+                py::init([](int rank, int size, c10::intrusive_ptr<c10d::ProcessGroup> delegate,
+                            const std::vector<py::dict> &aggregators,
+                            const std::string &local_address, bool owns_job, bool join,
+                            unsigned window, unsigned partition_chunks, unsigned timeout_ms,
+                            unsigned max_retries, bool autotune, unsigned tune_calls,
+                            unsigned tune_trials, bool congestion_control,
+                            std::optional<unsigned> delay_target_us) {
+                    if (aggregators.empty())
+                        throw py::value_error("the xagg backend needs at least one aggregator");
+                    const xagg::ClientOptions o = xagg::python::client_options(
+                        aggregators, static_cast<uint32_t>(rank), local_address, join, window,
+                        partition_chunks, timeout_ms, max_retries, autotune, tune_calls,
+                        tune_trials, congestion_control, delay_target_us);
+                    xagg::torch_backend::Settings settings;
+                    if (owns_job)
+                        settings.owned_job = o.aggregators.front();
+                    py::gil_scoped_release unlocked;
+                    return c10::make_intrusive<ProcessGroupXagg>(rank, size, o, std::move(delegate),
+                                                                 std::move(settings));
+                }),
+                py::arg("rank"), py::arg("size"), py::arg("delegate"), py::arg("aggregators"),
+                py::arg("local_address"), py::arg("owns_job") = false, options...);
+        },
+        xagg::python::client_option_args());
+    group
         .def_property_readonly("xagg_allreduces", &ProcessGroupXagg::xagg_allreduces,
                                "all_reduce calls summed through xagg")
         .def("delegated", &ProcessGroupXagg::delegated, "Calls handed to the gloo group, by kind")
