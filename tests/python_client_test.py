@@ -20,7 +20,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "support"))
-from testbed import Testbed  # noqa: E402
+from testbed import Testbed, last_json_line  # noqa: E402
 BUILD = pathlib.Path(os.environ.get("XAGG_BINARY_DIR", ROOT / "build"))
 LOSS_TOLERANCE = 0.02    # absolute, per step, on a cross-entropy that starts at 2.3
 ACCURACY_MARGIN = 0.01   # one percentage point of held-out accuracy
@@ -155,9 +155,7 @@ def main():
         bed.ctl("job", "create", "--id", "1", "--workers", "2", "--elems", str(1024 * 256))
         procs = [bed.spawn(r, ["/usr/bin/python3", __file__, "--worker", str(r), socket], env)
                  for r in range(2)]
-        for p in procs:
-            out, err = p.communicate(timeout=120)
-            assert p.returncode == 0, f"api worker failed: {err}{out}"
+        for out, _ in bed.finish(procs, "api worker", timeout=120):
             print("api:", out.strip())
 
         # training: gloo, then the xagg hook, same seed
@@ -170,12 +168,7 @@ def main():
                                    f"10.77.0.1:{port}", "--local", f"10.77.0.{r + 1}",
                                    "--steps", str(STEPS), *extra], env)
                      for r in range(4)]
-            outs = []
-            for p in procs:
-                out, err = p.communicate(timeout=300)
-                assert p.returncode == 0, f"{tag} training failed: {err}"
-                outs.append(json.loads(out.strip().splitlines()[-1]))
-            results[tag] = outs[0]
+            results[tag] = last_json_line(bed.finish(procs, f"{tag} training", 300)[0][0])
         gloo, hooked = results["gloo"], results["xagg"]
         worst = max(abs(a - b) for a, b in zip(gloo["losses"], hooked["losses"]))
         print(f"training: worst loss difference {worst:.5f} (tolerance {LOSS_TOLERANCE}); "

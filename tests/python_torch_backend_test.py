@@ -38,7 +38,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "support"))
-from testbed import AGGREGATOR, Testbed  # noqa: E402
+from testbed import AGGREGATOR, Testbed, last_json_line  # noqa: E402
 BUILD = pathlib.Path(os.environ.get("XAGG_BINARY_DIR", ROOT / "build"))
 WORKERS = 2            # in the API part
 TRAIN_WORKERS = 4
@@ -146,11 +146,7 @@ def train(bed, env):
                                f"10.77.0.1:{29571 + port}", "--comm", comm, "--steps",
                                str(STEPS)], run_env)
                  for r in range(TRAIN_WORKERS)]
-        outs = []
-        for p in procs:
-            out, err = p.communicate(timeout=600)
-            assert p.returncode == 0, f"{comm} training failed: {err}"
-            outs.append(json.loads(out.strip().splitlines()[-1]))
+        outs = [last_json_line(out) for out, _ in bed.finish(procs, f"{comm} training", 600)]
         results[comm] = outs[0]
         print(f"resnet18 {comm}: median step {outs[0]['median_step_seconds'] * 1000:.0f} ms, "
               f"held-out accuracy {outs[0]['accuracy']:.4f}, loss {outs[0]['losses'][0]:.3f} -> "
@@ -193,9 +189,7 @@ def main():
         env.pop("XAGG_JOB", None)
         procs = [bed.spawn(r, ["/usr/bin/python3", __file__, "--worker", str(r)], env)
                  for r in range(WORKERS)]
-        for p in procs:
-            out, err = p.communicate(timeout=240)
-            assert p.returncode == 0, f"backend worker failed: {err}{out}"
+        for out, err in bed.finish(procs, "backend worker", timeout=240):
             print("backend:", out.strip().splitlines()[-1])
             # One line per delegated kind, not one per call.
             lines = [line for line in err.splitlines() if "goes to the gloo process group" in line]

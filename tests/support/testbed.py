@@ -5,8 +5,10 @@ the workers' processes, even when the test fails.
 
     with Testbed(build, workers=4, tag="py") as bed:
         bed.ctl("job", "create", ...)
-        procs = bed.spawn(rank, [...], env)   # in worker rank's namespace; stopped at the end
+        procs = [bed.spawn(rank, [...], env) for rank in ...]  # in rank's namespace
+        outputs = bed.finish(procs, "training", timeout=300)   # (stdout, stderr) of each
 """
+import json
 import os
 import pathlib
 import subprocess
@@ -72,3 +74,17 @@ class Testbed:
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.procs.append(p)
         return p
+
+    def finish(self, procs, what, timeout):
+        """Waits for each of `procs`, which must exit 0; their (stdout, stderr), in order."""
+        outputs = []
+        for i, p in enumerate(procs):
+            out, err = p.communicate(timeout=timeout)
+            assert p.returncode == 0, f"{what} (process {i}) failed: {err}{out}"
+            outputs.append((out, err))
+        return outputs
+
+
+def last_json_line(out):
+    """The report a process printed last, as JSON."""
+    return json.loads(out.strip().splitlines()[-1])
