@@ -134,6 +134,39 @@ def worker(rank):
                       "delegated": delegated}))
 
 
+def lonely(rank):
+    """A worker whose all_reduce can never complete (its peer left after joining): the failure
+    must reach the caller. torch 1.13's Work::create_from_future() ignores a future's error, so a
+    backend built on it returned from dist.all_reduce() as if the sum had been made, the tensor
+    untouched (tried with the daemon killed and restarted: "every worker received the same
+    wrong values")."""
+    import torch
+    import torch.distributed as dist
+    sys.path.insert(0, str(BUILD / "python"))
+    import xagg.torch  # noqa: F401 - registers the backend
+    dist.init_process_group("xagg", init_method=os.environ["MASTER"], rank=rank,
+                            world_size=WORKERS)
+    if rank == 1:
+        dist.barrier()  # joined (at init); now gone before any all_reduce
+        print(json.dumps({"rank": rank, "left": True}))
+        return
+    dist.barrier()
+    t = torch.full((10000,), 1.0)
+    try:
+        dist.all_reduce(t)
+        outcome = "returned"
+    except RuntimeError as e:
+        outcome = f"raised: {e}"
+    work = dist.all_reduce(torch.ones(3), async_op=True)
+    try:
+        work.wait()
+        later = "returned"
+    except RuntimeError as e:
+        later = f"raised: {e}"
+    print(json.dumps({"rank": rank, "outcome": outcome, "later": later,
+                      "untouched": bool(torch.equal(t, torch.full((10000,), 1.0)))}))
+
+
 def train(bed, env):
     """resnet18 three ways, compared."""
     bed.ctl("job", "create", "--id", "9", "--workers", str(TRAIN_WORKERS), "--elems",
@@ -179,6 +212,9 @@ def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--worker":
         worker(int(sys.argv[2]))
         return
+    if len(sys.argv) == 3 and sys.argv[1] == "--lonely":
+        lonely(int(sys.argv[2]))
+        return
     if os.geteuid() != 0:
         print("needs root: namespaces and XDP")
         sys.exit(0)
@@ -197,6 +233,15 @@ def main():
             assert sum("all_reduce of dtype Double" in line for line in lines) == 1, lines
         jobs = json.loads(bed.ctl("job", "list", "--json").stdout)
         assert jobs["jobs"] == [], f"the run's job outlived it: {jobs}"
+        # A failed all_reduce raises, never returns an unsummed tensor as if summed.
+        lonely_env = dict(env, MASTER="tcp://10.77.0.1:29562", XAGG_MAX_RETRIES="5",
+                          XAGG_TIMEOUT_MS="10")
+        procs = [bed.spawn(r, ["/usr/bin/python3", __file__, "--lonely", str(r)], lonely_env)
+                 for r in range(WORKERS)]
+        report = last_json_line(bed.finish(procs, "lonely worker", timeout=120)[0][0])
+        print("lonely:", report)
+        assert report["outcome"].startswith("raised:") and "no result" in report["outcome"], report
+        assert report["later"].startswith("raised:"), report
         train(bed, env)
         print("PASSED")
 

@@ -27,12 +27,46 @@ c10::intrusive_ptr<c10::ivalue::Future> tensor_list_future()
     return c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
 }
 
+// The Work of an all-reduce: its future's outcome, error included. Not Work::create_from_future:
+// the wrapper it makes in torch 1.13 waits for the future but never looks at its error, so a
+// failed all-reduce (aggregator unreachable, this worker evicted) returned from
+// dist.all_reduce() as if it had succeeded, the tensor unsummed or summed in part.
+class FutureWork : public c10d::Work {
+public:
+    explicit FutureWork(c10::intrusive_ptr<c10::ivalue::Future> future)
+        : c10d::Work(-1, c10d::OpType::ALLREDUCE), future_(std::move(future))
+    {
+    }
+    bool isCompleted() override { return future_->completed(); }
+    bool isSuccess() const override { return future_->completed() && !future_->hasError(); }
+    std::exception_ptr exception() const override
+    {
+        return future_->completed() && future_->hasError() ? future_->exception_ptr() : nullptr;
+    }
+    std::vector<at::Tensor> result() override { return future_->value().toTensorVector(); }
+    bool wait(std::chrono::milliseconds timeout = ::kNoTimeout) override
+    {
+        TORCH_CHECK(timeout == ::kNoTimeout, "xagg: Work::wait() with a timeout is not supported");
+        future_->waitAndThrow();
+        return true;
+    }
+    c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+
+private:
+    c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+c10::intrusive_ptr<c10d::Work> future_work(c10::intrusive_ptr<c10::ivalue::Future> future)
+{
+    return c10::make_intrusive<FutureWork>(std::move(future));
+}
+
 // A Work that has already failed with `error` (so DDP and wait() see the exception).
 c10::intrusive_ptr<c10d::Work> failed_work(std::exception_ptr error)
 {
     auto future = tensor_list_future();
     future->setError(error);
-    return c10d::Work::create_from_future(future);
+    return future_work(future);
 }
 
 }  // namespace
@@ -114,7 +148,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupXagg::allreduce(std::vector<at::Tenso
     p->tensor = tensors.front();
     p->average = opts.reduceOp.op_ == c10d::ReduceOp::AVG;
     p->future = tensor_list_future();
-    auto work = c10d::Work::create_from_future(p->future);
+    auto work = future_work(p->future);
     at::Tensor summed = p->tensor;
     if (!p->tensor.device().is_cpu()) {
         // Staged through pinned host memory: copied out on the tensor's current stream (a
