@@ -3,6 +3,8 @@
 // tensor for a number of iterations, from synthetic data (every worker can compute every
 // rank's, so --verify checks each result bit for bit against the protocol's arithmetic and
 // within the documented bound of the float64 sum) or from a file, and reports the rate.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <thread>
@@ -36,7 +38,9 @@ struct Options {
     uint64_t elems = 1 << 20, seed = 1;
     unsigned iterations = 1;
     bool verify = false, json = false;
-    bool barrier = false;  // a barrier before each timed all-reduce
+    bool barrier = false;   // a barrier before each timed all-reduce
+    std::string stop_file;  // the workers stop together, before the first iteration that
+                            // starts after any of them saw this file
     xagg::ClientOptions client;
     unsigned timeout_ms = 20;
     std::optional<unsigned> delay_target_us;  // unset: the client's default for the job
@@ -224,7 +228,17 @@ int run(Options &o)
     std::vector<double> times(o.iterations, 0);
     std::vector<Verdict> verdicts(o.iterations);
     xagg::AllReduceReport total;
+    unsigned done = o.iterations;
     for (unsigned it = 0; it < o.iterations;) {
+        // Whether to stop, agreed by all: each worker's "I saw the file" summed.
+        if (!o.stop_file.empty()) {
+            int32_t seen = access(o.stop_file.c_str(), F_OK) == 0;
+            client_ptr->allreduce(std::span<int32_t>(&seen, 1));
+            if (seen) {
+                done = it;
+                break;
+            }
+        }
         if (o.input.empty()) {
             if constexpr (std::is_same_v<T, float>)
                 synthesize(o.seed, o.client.rank, it, data);
@@ -291,6 +305,7 @@ int run(Options &o)
         std::ofstream(o.output, std::ios::binary)
             .write(reinterpret_cast<const char *>(data.data()),
                    static_cast<std::streamsize>(data.size() * sizeof(T)));
+    times.resize(done);
     double seconds = 0, best = times.empty() ? 0 : times[0];
     for (double t : times) {
         seconds += t;
@@ -305,7 +320,7 @@ int run(Options &o)
         nlohmann::json j = {{"rank", o.client.rank},
                             {"workers", workers},
                             {"elems", o.elems},
-                            {"iterations", o.iterations},
+                            {"iterations", done},
                             {"seconds", seconds},
                             {"median_seconds", median},
                             {"best_seconds", best},
@@ -337,7 +352,7 @@ int run(Options &o)
             "rank %u: %u x all-reduce of %.1f MiB (%s) with %u workers: median %.3f s, "
             "best %.3f s, %.2f Gbit/s of tensor; %lu chunks, %lu retransmits, %lu on "
             "the host path",
-            o.client.rank, o.iterations, bytes / (1 << 20), o.dtype.c_str(), workers, median, best,
+            o.client.rank, done, bytes / (1 << 20), o.dtype.c_str(), workers, median, best,
             bytes * 8 / median / 1e9, static_cast<unsigned long>(total.chunks),
             static_cast<unsigned long>(total.retransmits),
             static_cast<unsigned long>(total.fallback_chunks));
@@ -385,6 +400,9 @@ int main(int argc, char **argv)
     app.add_flag("!--no-join", o.client.join, "The rank is registered already (xaggctl)");
     app.add_option("--elems", o.elems, "Values per tensor")->capture_default_str();
     app.add_option("--iterations", o.iterations, "All-reduces to run")->capture_default_str();
+    app.add_option("--stop-file", o.stop_file,
+                   "Stop early, all workers at the same iteration, once any of them sees this "
+                   "file (an int32 all-reduce of one value before each iteration)");
     app.add_option("--dtype", o.dtype, "float or int32")
         ->check(CLI::IsMember({"float", "int32"}))
         ->capture_default_str();
