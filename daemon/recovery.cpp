@@ -1,9 +1,15 @@
 // SPDX-License-Identifier: MIT
 #include "daemon/recovery.hpp"
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <optional>
 #include <stdexcept>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "daemon/state_schema.hpp"
 
@@ -72,17 +78,63 @@ void forget_orphaned_maps(const StateFile &state, const std::string &bpffs_dir)
             fs::remove(bpffs_dir + "/" + name);
 }
 
+void forget_host_slots_of_other_jobs(const JobTable &jobs, const std::string &dir)
+{
+    std::error_code ec;
+    for (const auto &entry : fs::directory_iterator(dir, ec)) {
+        const std::string name = entry.path().filename();
+        uint32_t id = 0;
+        if (std::sscanf(name.c_str(), "job-%u.slots", &id) == 1 && name.ends_with(".slots") &&
+            !jobs.find(id))
+            fs::remove(entry.path(), ec);
+    }
+}
+
+// Every copy of the job's slots to the host path, which then serves the whole job.
+static void merge_to_host(const Job &job, std::optional<std::pair<uint32_t, uint32_t>> routed,
+                          FastStore &fast, HostStore &host)
+{
+    Job whole_on_host = job;
+    whole_on_host.region_chunks = 0;
+    host.put_job(whole_on_host);
+    std::vector<std::pair<uint32_t, uint32_t>> copies{{job.region_base, job.region_chunks}};
+    if (routed && *routed != copies.front())
+        copies.push_back(*routed);
+    for (const auto &[base, positions] : copies)
+        if (positions)
+            fast.read_slots(2 * base, 2 * positions,
+                            [&](uint32_t first_slot, std::span<const xagg_slot> batch) {
+                                host.merge_slots(job, first_slot / 2 - base, batch);
+                            });
+}
+
 Recovery recover(const StateFile &state, const MoveMarker &marker, JobTable &jobs, FastStore *fast,
-                 HostStore &host, bool maps_reused)
+                 HostStore &host, bool maps_reused, std::chrono::microseconds grace)
 {
     Recovery r;
     r.crashed_mid_move = marker.present();
     if (state.exists()) {
         state.load_into(jobs);
         r.jobs = jobs.jobs().size();
-        for (const auto &[id, job] : jobs.jobs())
-            host.put_job(job);  // members included
-        if (fast && (!maps_reused || r.crashed_mid_move)) {
+        if (fast && maps_reused && r.crashed_mid_move) {
+            std::map<uint32_t, std::optional<std::pair<uint32_t, uint32_t>>> routed;
+            for (const auto &[id, job] : jobs.jobs()) {
+                routed[id] = fast->routed(id);
+                Job whole_on_host = job;
+                whole_on_host.region_chunks = 0;
+                fast->put_job(whole_on_host);  // the programs stop adding into its slots
+            }
+            std::this_thread::sleep_for(grace);
+            for (const auto &[id, job] : jobs.jobs())
+                merge_to_host(job, routed[id], *fast, host);
+            for (const auto &[id, job] : jobs.jobs())
+                jobs.set_region(id, Region{0, 0});
+            r.layout_to_restore = true;
+        } else {
+            for (const auto &[id, job] : jobs.jobs())
+                host.put_job(job);  // members included
+        }
+        if (fast && !maps_reused) {
             for (const auto &[id, job] : jobs.jobs()) {
                 fast->clear_region(job.region_base, job.region_chunks);
                 fast->put_job(job);

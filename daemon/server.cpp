@@ -35,6 +35,7 @@
 #include "daemon/datapath/both_paths.hpp"
 #include "daemon/datapath/fast_store.hpp"
 #include "daemon/datapath/host_ps.hpp"
+#include "daemon/datapath/host_slots.hpp"
 #include "daemon/recovery.hpp"
 #include "daemon/jobs/job_table.hpp"
 #include "daemon/metrics.hpp"
@@ -133,17 +134,23 @@ private:
         jobs_ = std::make_unique<JobTable>(host_only ? 0 : config_.max_chunks, config_.max_jobs,
                                            group_base, config_.min_job_chunks,
                                            *sched::parse_policy(config_.memory_policy));
-        host_ = std::make_unique<HostPs>(config_.port, config_.interface, config_.host_ps_threads);
+        // The host path's slots of a previous run are kept only with the job table they
+        // belong to (a clean stop removes both).
+        if (!state_.exists())
+            HostSlots::remove_all(config_.host_slots_dir);
+        host_ = std::make_unique<HostPs>(config_.port, config_.interface, config_.host_ps_threads,
+                                         config_.host_slots_dir);
         datapath_ =
             std::make_unique<BothPaths>(fast_store_.get(), *host_, [this] { marker_.set(); });
 
         const Recovery r = recover(state_, marker_, *jobs_, fast_store_.get(), *host_,
                                    fast_ && fast_->reused_pinned_maps());
+        forget_host_slots_of_other_jobs(*jobs_, config_.host_slots_dir);
+        layout_to_restore_ = r.layout_to_restore;
         if (r.crashed_mid_move)
             spdlog::warn(
-                "the last run stopped while moving fast-path memory: the maps were "
-                "rebuilt from {}; sums in flight are rebuilt by retransmission",
-                state_.path());
+                "the last run stopped while moving fast-path memory: every job's slots were "
+                "merged on the host path, and the jobs move back to the fast path now");
         else if (state_.exists())
             spdlog::info("recovered {} jobs from {}{}", r.jobs, state_.path(),
                          r.maps_rebuilt ? "" : " with their pinned maps");
@@ -175,6 +182,8 @@ private:
             });
         control_->listen_unix(config_.control_socket, config_.control_socket_mode);
         spdlog::info("control API on {}", config_.control_socket);
+        if (layout_to_restore_)
+            api_->restore_layout();
         if (!config_.etcd_endpoint.empty())
             cluster_ = start_cluster_agent(config_.datapath == "host" ? 0 : config_.max_chunks);
         if (!config_.control_tcp_address.empty())
@@ -284,6 +293,7 @@ private:
             fast_->unpin();
         }
         state_.remove();
+        HostSlots::remove_all(config_.host_slots_dir);
         spdlog::info("detached from {}; jobs ended, maps unpinned", config_.interface);
     }
 
@@ -406,8 +416,9 @@ private:
     std::unique_ptr<ControlServer> control_;
     std::unique_ptr<MetricsServer> metrics_;
     std::unique_ptr<ClusterAgent> cluster_;
-    std::string token_;      // of the TCP control API
-    std::mutex state_lock_;  // the job table and API counters, shared with metrics scrapes
+    bool layout_to_restore_ = false;  // recovery left every job on the host path
+    std::string token_;               // of the TCP control API
+    std::mutex state_lock_;           // the job table and API counters, shared with metrics scrapes
 };
 
 }  // namespace

@@ -6,10 +6,14 @@
 // disagreeing exponent, completion, re-send, stale round) gives the same verdicts and the same
 // sums on both paths.
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 #include <optional>
 
 #include "daemon/datapath/host_ps.hpp"
+#include "daemon/datapath/host_slots.hpp"
 #include "tests/support/fastpath_fixture.hpp"
 
 namespace xagg::test {
@@ -159,6 +163,89 @@ protected:
 
     std::unique_ptr<daemon::HostPs> host_;
 };
+
+// The host path's slots outlive its process (daemon/datapath/host_slots.hpp): a HostPs killed
+// with a chunk half summed, and another started over the same directory, completes it with the
+// exact sum and re-sends it to a worker that missed it, as the fast path does from its pinned
+// map. Without the files, the second one would start the chunk afresh: rank 1 alone, never
+// completed, since rank 0 has moved on.
+TEST_F(CrossPathTest, TheHostPathsSlotsOutliveItsProcess)
+{
+    const std::string dir = ::testing::TempDir() + "xagg-host-slots-" + std::to_string(getpid());
+    std::filesystem::remove_all(dir);
+    daemon::Job job = host_job(jobs_[2]);
+    ASSERT_EQ(job.id, kJobHost);
+    job.chunks = 64;  // the host path reserves room for what it serves
+    const auto a = random_values(31), b = random_values(32), c = random_values(33);
+    std::vector<daemon::HostPs::Reply> replies;
+    // Rank `rank`'s contribution of round `round` to chunk 5 of the host-path job.
+    const auto send = [&](daemon::HostPs &ps, uint32_t rank, uint32_t round,
+                          const std::vector<int32_t> &v) {
+        replies.clear();
+        const Datagram d = as_datagram(contribution(kJobHost, rank, round, 5, v).build());
+        return ps.handle(d.payload, d.from, replies);
+    };
+    {
+        daemon::HostPs first(XAGG_DEFAULT_PORT, "lo", 0, dir);
+        first.put_job(job);
+        EXPECT_EQ(send(first, 0, 0, a), XAGG_CNT_AGGREGATED);
+        // Round 1 complete too: its result is the one a worker may have missed.
+        EXPECT_EQ(send(first, 0, 1, b), XAGG_CNT_AGGREGATED);
+        EXPECT_EQ(send(first, 1, 1, c), XAGG_CNT_COMPLETED);
+    }  // killed: nothing but the files is left
+    daemon::HostPs second(XAGG_DEFAULT_PORT, "lo", 0, dir);
+    second.put_job(job);
+    EXPECT_EQ(send(second, 1, 0, b), XAGG_CNT_COMPLETED);
+    ASSERT_EQ(replies.size(), 1u);
+    EXPECT_EQ(values_of(replies[0].data.data(), XAGG_CHUNK_ELEMS), sum_of({a, b}));
+    EXPECT_EQ(send(second, 0, 1, b), XAGG_CNT_RESENT);
+    ASSERT_EQ(replies.size(), 1u);
+    EXPECT_EQ(values_of(replies[0].data.data(), XAGG_CHUNK_ELEMS), sum_of({b, c}));
+    // A new job of the same id (another tag) does not see them.
+    daemon::Job other = job;
+    other.tag ^= 1;
+    daemon::HostPs third(XAGG_DEFAULT_PORT, "lo", 0, dir);
+    third.put_job(other);
+    EXPECT_TRUE(third.slot_states(other).empty());
+    std::filesystem::remove_all(dir);
+}
+
+// A slot a kill caught half-written (still marked) is cleared when the file is opened again,
+// with every part of a jumbo chunk in that round; the others are kept.
+TEST(HostSlots, ASlotCaughtHalfWrittenIsClearedAndTheRestKept)
+{
+    const std::string dir = ::testing::TempDir() + "xagg-torn-" + std::to_string(getpid());
+    std::filesystem::remove_all(dir);
+    constexpr uint32_t kParts = XAGG_JUMBO_SLOT_PARTS, kPositions = 30 * kParts;
+    {
+        daemon::HostSlots slots(dir, 9, 0x77, kPositions, kParts);
+        slots.reserve(0, kPositions);
+        for (uint32_t p = 0; p < kPositions; p++)
+            for (uint32_t parity : {0u, 1u}) {
+                xagg_slot &s = slots.pair(p)[parity];
+                s.tag = 0x77;
+                s.chunk = p;
+                s.round = parity;
+                s.seen = 1;
+                s.sum[0] = static_cast<int32_t>(p);
+            }
+        daemon::begin_slot_write(slots.pair(4 * kParts + 1)[1]);  // chunk 4, part 1, odd round
+    }
+    daemon::HostSlots again(dir, 9, 0x77, kPositions, kParts);
+    EXPECT_TRUE(again.recovered());
+    EXPECT_EQ(again.torn(), 1u);
+    for (uint32_t p = 0; p < kPositions; p++) {
+        const bool torn_chunk = p / kParts == 4;
+        EXPECT_EQ(again.pair(p)[0].sum[0], static_cast<int32_t>(p)) << p;
+        EXPECT_EQ(again.pair(p)[1].seen, torn_chunk ? 0u : 1u) << p;
+        EXPECT_EQ(again.pair(p)[1].lock.val, 0u) << p;
+    }
+    // Another size or tag: a new file.
+    daemon::HostSlots other(dir, 9, 0x78, kPositions, kParts);
+    EXPECT_FALSE(other.recovered());
+    EXPECT_EQ(other.pair(0)[0].seen, 0u);
+    std::filesystem::remove_all(dir);
+}
 
 class SameRefusalTest : public CrossPathTest, public ::testing::WithParamInterface<BadFrameCase> {};
 

@@ -78,10 +78,27 @@ public:
                 out.chunks.push_back(c);
                 out.slots.push_back(it->second[0]);
                 out.slots.push_back(it->second[1]);
-                slots.erase(it);
             }
         }
         return out;
+    }
+    // The latest state of each slot wins, as HostPs::merge_slots() decides it.
+    void merge_slots(const Job &job, uint32_t first, std::span<const xagg_slot> in) override
+    {
+        rec_.mutate("host.merge " + std::to_string(first));
+        for (size_t i = 0; i + 1 < in.size(); i += 2) {
+            const auto chunk = first + static_cast<uint32_t>(i / 2);
+            for (uint32_t parity : {0u, 1u}) {
+                const xagg_slot &from = in[i + parity];
+                if (from.tag != job.tag || from.chunk != chunk || !from.seen)
+                    continue;
+                xagg_slot &to = slots[chunk][parity];
+                if (!to.seen || static_cast<int32_t>(from.round - to.round) > 0 ||
+                    (from.round == to.round && (from.seen & to.seen) == to.seen &&
+                     from.seen != to.seen))
+                    to = from;
+            }
+        }
     }
     std::vector<SlotState> slot_states(const Job &) const override { return {}; }
     Counters counters() const override { return {}; }
@@ -117,6 +134,13 @@ public:
         jobs[job.id] = job;
     }
     void delete_job(uint32_t id) override { jobs.erase(id); }
+    std::optional<std::pair<uint32_t, uint32_t>> routed(uint32_t id) const override
+    {
+        auto it = jobs.find(id);
+        if (it == jobs.end())
+            return std::nullopt;
+        return std::pair{it->second.region_base, it->second.region_chunks};
+    }
     void put_member(uint32_t id, const Member &m) override { members[id].push_back(m.rank); }
     void delete_member(uint32_t, uint32_t) override {}
     void clear_region(uint32_t base, uint32_t chunks) override
@@ -265,7 +289,10 @@ TEST_F(BothPathsTest, GrowWritesTheHostPathsSlotsIntoTheNewRegionBeforeRoutingTh
                 EXPECT_EQ(s.seen, 0u) << "chunk " << c << " had nothing to bring";
             }
         }
-    EXPECT_TRUE(host_.slots.empty()) << "the host path forgot what it handed over";
+    // The host path keeps its copy of what it handed over (recovery merges copies, newest
+    // first), and it is the same state.
+    for (const auto &[c, pair] : host_.slots)
+        EXPECT_EQ(fast_.slots[2 * (300 + c)].sum[0], pair[0].sum[0]) << "chunk " << c;
 }
 
 TEST_F(BothPathsTest, WithoutAFastPathChangesGoToTheHostPathAlone)
@@ -279,12 +306,14 @@ TEST_F(BothPathsTest, WithoutAFastPathChangesGoToTheHostPathAlone)
     EXPECT_EQ(host_only.counters(), Counters{});
 }
 
-// A crash (kill -9) at every step of a move: the marker was set before the first slot changed
-// hands, so the next start rebuilds the fast path's maps from the saved table, and the job
-// continues from its saved layout with nothing of the half-done move left in its region.
+// A crash (kill -9) at every step of a move. The marker was set before the first slot changed
+// hands; the pinned fast-path slots and the host path's slot files outlive the process. The next
+// start merges every copy of the job's slots on the host path, so that whatever step the crash
+// cut short, no chunk loses its state (a result a worker may still need among it), and the
+// layout is then restored by an ordinary move, which brings the same state back.
 class CrashMidMoveTest : public ::testing::TestWithParam<int> {};
 
-TEST_P(CrashMidMoveTest, IsRecoveredFromTheSavedTable)
+TEST_P(CrashMidMoveTest, LosesNoChunkState)
 {
     const auto dir = std::filesystem::temp_directory_path() /
                      ("xagg-crash-" + std::to_string(getpid()) + "-" + std::to_string(GetParam()));
@@ -308,27 +337,50 @@ TEST_P(CrashMidMoveTest, IsRecoveredFromTheSavedTable)
     fast.move_checks = true;
     for (uint32_t c = 0; c < 1200; c++)
         fast.slots[2 * (10 + c)] = held_slot(saved, c, 0);
+    // The host path serves chunks 1200-1499: one holds a round there too.
+    host.slots[1300] = {held_slot(saved, 1300, 0), xagg_slot{}};
     rec.crash_after = rec.mutations + GetParam();
     EXPECT_THROW(paths.shrink_fast(saved, 100), Crash);
     EXPECT_TRUE(marker.present()) << "a move under way is marked on disk";
 
-    // The next start: the pinned maps are reused (the same fast-path memory), a new host PS.
+    // The next start: the same pinned maps (slots and the jobs map as the crash left them) and
+    // the host path's slots as the crash left them (their files), in a new process.
     Recorder after;
     FakeHost host2(after);
+    host2.slots = host.slots;
     FakeFast fast2(after, host2);
     fast2.move_checks = false;
     fast2.slots = fast.slots;
+    fast2.jobs = fast.jobs;
     JobTable table(kCapacity, 8, in_addr{htonl(0xef010000)});
-    const Recovery r = recover(state, marker, table, &fast2, host2, /*maps_reused=*/true);
+    const Recovery r = recover(state, marker, table, &fast2, host2, /*maps_reused=*/true,
+                               std::chrono::microseconds(0));
     EXPECT_TRUE(r.crashed_mid_move);
-    EXPECT_TRUE(r.maps_rebuilt);
+    EXPECT_FALSE(r.maps_rebuilt);
+    EXPECT_TRUE(r.layout_to_restore);
     EXPECT_FALSE(marker.present());
-    ASSERT_EQ(fast2.jobs.count(saved.id), 1u);
-    EXPECT_EQ(fast2.jobs.at(saved.id).region_chunks, 1200u) << "the saved layout, not the half";
-    EXPECT_EQ(host2.jobs.at(saved.id).region_chunks, 1200u);
-    EXPECT_EQ(fast2.members.at(saved.id), (std::vector<uint32_t>{0, 1}));
+    EXPECT_EQ(fast2.jobs.at(saved.id).region_chunks, 0u) << "nothing routed to the fast path";
+    EXPECT_EQ(host2.jobs.at(saved.id).region_chunks, 0u) << "the host path serves it all";
+    EXPECT_EQ(table.find(saved.id)->region_chunks, 0u);
+    for (uint32_t c : std::vector<uint32_t>{0, 99, 100, 611, 1199, 1300}) {
+        ASSERT_EQ(host2.slots.count(c), 1u) << "chunk " << c << " lost its state";
+        EXPECT_EQ(host2.slots.at(c)[0].sum[0], static_cast<int32_t>(c * 2)) << "chunk " << c;
+        EXPECT_EQ(host2.slots.at(c)[0].seen, 1u) << "chunk " << c;
+    }
     for (uint32_t c = 0; c < 1200; c++)
-        ASSERT_EQ(fast2.slots[2 * (10 + c)].seen, 0u) << "chunk " << c << " was not cleared";
+        ASSERT_EQ(host2.slots.count(c), 1u) << "chunk " << c << " lost its state";
+
+    // The layout comes back by an ordinary move, with the same state in the fast path's slots.
+    BothPaths paths2(
+        &fast2, host2, [] {}, std::chrono::microseconds(0));
+    fast2.move_checks = true;
+    Job back = *table.find(saved.id);
+    back.region_base = 10;
+    back.region_chunks = 1200;
+    paths2.grow_fast(back, 0);
+    for (uint32_t c = 0; c < 1200; c++)
+        ASSERT_EQ(fast2.slots[2 * (10 + c)].sum[0], static_cast<int32_t>(c * 2)) << "chunk " << c;
+    EXPECT_EQ(fast2.jobs.at(saved.id).region_chunks, 1200u);
     std::filesystem::remove_all(dir);
 }
 

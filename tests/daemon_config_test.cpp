@@ -87,8 +87,8 @@ TEST(ConfigTest, HelpListsEveryKey)
     std::string help = app->help();
     for (const char *key :
          {"--interface", "--xdp_mode", "--port", "--max_chunks", "--max_jobs", "--bpffs_dir",
-          "--state_dir", "--control_socket", "--control_socket_mode", "--group_base", "--log_level",
-          "--netns", "--config"})
+          "--state_dir", "--host_slots_dir", "--control_socket", "--control_socket_mode",
+          "--group_base", "--log_level", "--netns", "--config"})
         EXPECT_NE(help.find(key), std::string::npos) << key;
 }
 

@@ -274,6 +274,12 @@ void ControlApi::note_progress(const std::map<uint32_t, uint64_t> &rounds_done)
         on_change_();
 }
 
+void ControlApi::restore_layout()
+{
+    if (rebalance() && on_change_)
+        on_change_();
+}
+
 bool ControlApi::rebalance()
 {
     auto layout = jobs_.layout(rounds_done_);

@@ -54,6 +54,9 @@ public:
     // policy a job's rank changes as it nears its end (its phase), so memory is re-divided
     // when that changes the division; the others divide only on arrival and departure.
     void note_progress(const std::map<uint32_t, uint64_t> &rounds_done);
+    // Divides fast-path memory as the policy says and moves the jobs there (after a recovery
+    // that brought every job to the host path); the table is saved if anything moved.
+    void restore_layout();
 
     uint64_t requests() const { return requests_; }
     uint64_t errors() const { return errors_; }

@@ -40,6 +40,11 @@ void FastPathStore::delete_member(uint32_t job_id, uint32_t rank)
     fast_.delete_member(job_id, rank);
 }
 
+std::optional<std::pair<uint32_t, uint32_t>> FastPathStore::routed(uint32_t job_id) const
+{
+    return fast_.routed_region(job_id);
+}
+
 void FastPathStore::clear_region(uint32_t base, uint32_t chunks)
 {
     fast_.clear_region(base, chunks);

@@ -69,7 +69,9 @@ uint64_t monotonic_ns()
 
 }  // namespace
 
-HostPs::HostPs(uint16_t port, const std::string &ifname, unsigned threads) : port_(port)
+HostPs::HostPs(uint16_t port, const std::string &ifname, unsigned threads,
+               const std::string &slots_dir)
+    : port_(port), slots_dir_(slots_dir)
 {
     ifindex_ = if_nametoindex(ifname.c_str());
     if (ifindex_ == 0)
@@ -97,6 +99,13 @@ std::shared_ptr<const HostPs::Jobs> HostPs::jobs() const
 {
     std::lock_guard g(jobs_lock_);
     return jobs_;
+}
+
+std::shared_ptr<HostSlots> HostPs::slots_of(uint32_t job_id) const
+{
+    auto now = jobs();
+    auto it = now->find(job_id);
+    return it != now->end() ? it->second.slots : nullptr;
 }
 
 // Jobs are read per batch by the serving threads: each change publishes a new snapshot.
@@ -127,24 +136,38 @@ void HostPs::refresh_entries(ServedJob &served)
 
 void HostPs::put_job(const Job &job)
 {
+    // The job's slots: the ones a previous run left if they are this job's (a restart), else
+    // new. Room is made for the positions this path serves before it serves them.
+    std::shared_ptr<HostSlots> slots = slots_of(job.id);
+    if (!slots || slots->tag() != job.tag || slots->positions() != job.chunks) {
+        slots = std::make_shared<HostSlots>(slots_dir_, job.id, job.tag, job.chunks, job.parts());
+        if (slots->recovered())
+            spdlog::info("job {}: host-path slots recovered from {}{}", job.id,
+                         HostSlots::path(slots_dir_, job.id),
+                         slots->torn() ? fmt::format(" ({} cut short by the crash, cleared: "
+                                                     "retransmission rebuilds them)",
+                                                     slots->torn())
+                                       : "");
+    }
+    slots->reserve(job.region_chunks, job.chunks);
     publish([&](Jobs &j) {
         auto it = j.find(job.id);
         auto members = it != j.end() ? it->second.job.members : job.members;
         ServedJob &served = j[job.id];
         served.job = job;
         served.job.members = members;
+        served.slots = slots;
         refresh_entries(served);
     });
 }
 
 void HostPs::delete_job(uint32_t job_id)
 {
+    // A job id can be reused: its slots go with it (a serving thread that still holds them
+    // finishes its batch on the mapping, which goes with the last reference).
+    if (auto slots = slots_of(job_id))
+        slots->remove_file();
     publish([&](Jobs &j) { j.erase(job_id); });
-    // A job id can be reused: nothing of the old job's sums may leak into the new one.
-    for (auto &shard : shards_) {
-        std::lock_guard g(shard.lock);
-        std::erase_if(shard.slots, [&](const auto &kv) { return (kv.first >> 32) == job_id; });
-    }
 }
 
 void HostPs::put_member(uint32_t job_id, const Member &member)
@@ -177,54 +200,95 @@ void HostPs::release(uint32_t job_id)
     publish([&](Jobs &j) { j.held.erase(job_id); });
 }
 
+namespace {
+
+// Whether `a` holds a later state of the job's position than `b` (see merge_slots()).
+bool later_state(const xagg_slot &a, const xagg_slot &b, uint32_t tag, uint32_t position)
+{
+    if (!xagg_slot_owned(&a, tag, position))
+        return false;
+    if (!xagg_slot_owned(&b, tag, position))
+        return true;
+    if (a.round != b.round)
+        return static_cast<int32_t>(a.round - b.round) > 0;
+    return (a.seen & b.seen) == b.seen && a.seen != b.seen;
+}
+
+}  // namespace
+
+void HostPs::take_slots(const Job &job, uint32_t first_position, std::span<const xagg_slot> slots,
+                        bool only_later)
+{
+    std::shared_ptr<HostSlots> mine = slots_of(job.id);
+    if (!mine)
+        return;
+    const auto count = std::min(static_cast<uint32_t>(slots.size() / 2),
+                                mine->positions() - std::min(first_position, mine->positions()));
+    mine->reserve(first_position, first_position + count);
+    for (uint32_t i = 0; i < count; i++) {
+        const uint32_t position = first_position + i;
+        Shard &shard = shard_of(position);
+        std::lock_guard g(shard.lock);
+        xagg_slot *pair = mine->pair(position);
+        for (uint32_t parity : {0u, 1u}) {
+            // A slot that does not hold the job's position (another owner's tag or position) is
+            // empty here.
+            const xagg_slot &from = slots[2 * i + parity];
+            if (only_later && !later_state(from, pair[parity], job.tag, position))
+                continue;
+            begin_slot_write(pair[parity]);
+            pair[parity] = xagg_slot_owned(&from, job.tag, position) ? from : xagg_slot{};
+            end_slot_write(pair[parity]);
+        }
+    }
+}
+
 void HostPs::import_slots(const Job &job, uint32_t first_chunk, std::span<const xagg_slot> slots)
 {
-    for (size_t i = 0; i + 1 < slots.size(); i += 2) {
-        const auto chunk = first_chunk + static_cast<uint32_t>(i / 2);
-        const bool has[2] = {xagg_slot_owned(&slots[i], job.tag, chunk) != 0,
-                             xagg_slot_owned(&slots[i + 1], job.tag, chunk) != 0};
-        Shard &shard = shard_of(chunk);
-        std::lock_guard g(shard.lock);
-        const uint64_t key = uint64_t{job.id} << 32 | chunk;
-        if (!has[0] && !has[1]) {
-            shard.slots.erase(key);
-            continue;
-        }
-        auto &pair = shard.slots[key];
-        pair[0] = has[0] ? slots[i] : xagg_slot{};
-        pair[1] = has[1] ? slots[i + 1] : xagg_slot{};
-    }
+    take_slots(job, first_chunk, slots, false);
+}
+
+void HostPs::merge_slots(const Job &job, uint32_t first_position, std::span<const xagg_slot> slots)
+{
+    take_slots(job, first_position, slots, true);
 }
 
 HostStore::Exported HostPs::export_slots(uint32_t job_id, uint32_t first, uint32_t end)
 {
     Exported out;
-    for (uint32_t chunk = first; chunk < end; chunk++) {
-        Shard &shard = shard_of(chunk);
+    std::shared_ptr<HostSlots> mine = slots_of(job_id);
+    if (!mine)
+        return out;
+    for (uint32_t position = first; position < end; position++) {
+        Shard &shard = shard_of(position);
         std::lock_guard g(shard.lock);
-        auto it = shard.slots.find(uint64_t{job_id} << 32 | chunk);
-        if (it == shard.slots.end())
+        xagg_slot *pair = mine->pair(position);
+        if (!pair[0].seen && !pair[1].seen)
             continue;
-        out.chunks.push_back(chunk);
-        out.slots.push_back(it->second[0]);
-        out.slots.push_back(it->second[1]);
-        shard.slots.erase(it);
+        out.chunks.push_back(position);
+        out.slots.push_back(pair[0]);
+        out.slots.push_back(pair[1]);
     }
+    // The lock word is the host path's write mark, never the fast path's lock: handed over clear.
+    for (xagg_slot &slot : out.slots)
+        slot.lock.val = 0;
     return out;
 }
 
 std::vector<SlotState> HostPs::slot_states(const Job &job) const
 {
     std::vector<SlotState> out;
-    for (uint32_t chunk = job.region_chunks; chunk < job.chunks; chunk++) {
-        const Shard &shard = shard_of(chunk);
+    std::shared_ptr<HostSlots> mine = slots_of(job.id);
+    if (!mine || mine->positions() != job.chunks)
+        return out;
+    for (uint32_t position = job.region_chunks; position < job.chunks; position++) {
+        const Shard &shard = shard_of(position);
         std::lock_guard g(shard.lock);
-        auto it = shard.slots.find(uint64_t{job.id} << 32 | chunk);
-        if (it == shard.slots.end())
-            continue;
-        for (const xagg_slot &slot : it->second)
+        for (uint32_t parity : {0u, 1u}) {
+            const xagg_slot &slot = mine->pair(position)[parity];
             if (slot.seen)
-                out.push_back({chunk, slot.tag, slot.round, slot.seen, slot.started_ns});
+                out.push_back({position, slot.tag, slot.round, slot.seen, slot.started_ns});
+        }
     }
     return out;
 }
@@ -301,17 +365,22 @@ enum xagg_counter HostPs::handle(const Jobs &jobs, std::span<const uint8_t> data
         const auto first = static_cast<uint32_t>(position);
         Shard &shard = shard_of(first);
         std::lock_guard g(shard.lock);
-        const uint64_t key = uint64_t{job_id} << 32 | first;
-        xagg_slot &lead = shard.slots[key][round & 1];
+        HostSlots &slots = *served->slots;
+        xagg_slot &lead = slots.pair(first)[round & 1];
+        // Marked while it changes, so that a kill half way is seen at the next start.
+        for (uint32_t part = 0; part < parts; part++)
+            begin_slot_write(slots.pair(first + part)[round & 1]);
         enum xagg_payload_op op;
         verdict = xagg_slot_decide(&lead, monotonic_ns(), job.tag, first, round, h.exponent,
                                    1ull << rank, served->entry.members, &op, &seen);
         xagg_payload_apply(op, lead.sum, vals);
         for (uint32_t part = 1; part < parts; part++) {
-            xagg_slot &next = shard.slots[key + part][round & 1];
+            xagg_slot &next = slots.pair(first + part)[round & 1];
             xagg_slot_follow(&next, &lead, first + part);
             xagg_payload_apply(op, next.sum, vals + part * XAGG_CHUNK_ELEMS);
         }
+        for (uint32_t part = 0; part < parts; part++)
+            end_slot_write(slots.pair(first + part)[round & 1]);
     }
     auto reply = [&](const sockaddr_in &to, uint8_t extra_flags) {
         Reply &r = replies.emplace_back();

@@ -20,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "daemon/datapath/host_slots.hpp"
 #include "daemon/datapath/stores.hpp"
 #include "daemon/jobs/job_table.hpp"
 #include "xagg/counters.hpp"
@@ -32,8 +33,10 @@ class HostPs : public HostStore {
 public:
     // Binds `threads` SO_REUSEPORT sockets to the xagg port (in the calling thread's network
     // namespace) and sends multicast results out of `ifname`. With no threads nothing is bound:
-    // datagrams come in through handle() alone (the unit tests).
-    HostPs(uint16_t port, const std::string &ifname, unsigned threads);
+    // datagrams come in through handle() alone (the unit tests). Each job's slots are kept in a
+    // file in `slots_dir`, which a restart picks up (host_slots.hpp); without one, in memory.
+    HostPs(uint16_t port, const std::string &ifname, unsigned threads,
+           const std::string &slots_dir = {});
     ~HostPs() override;
     HostPs(const HostPs &) = delete;
     HostPs &operator=(const HostPs &) = delete;
@@ -47,6 +50,8 @@ public:
     void release(uint32_t job_id) override;
     void import_slots(const Job &job, uint32_t first_chunk,
                       std::span<const xagg_slot> slots) override;
+    void merge_slots(const Job &job, uint32_t first_position,
+                     std::span<const xagg_slot> slots) override;
     Exported export_slots(uint32_t job_id, uint32_t first, uint32_t end) override;
     std::vector<SlotState> slot_states(const Job &job) const override;
 
@@ -72,14 +77,14 @@ private:
         Job job;
         xagg_job entry{};
         std::unordered_map<uint32_t, xagg_member> members;  // by rank
+        std::shared_ptr<HostSlots> slots;  // every position of the job, two slots each
     };
     struct Jobs : std::map<uint32_t, ServedJob> {
         std::map<uint32_t, std::pair<uint32_t, uint32_t>> held;  // job -> chunks [first, end)
     };
-    // Slots by job << 32 | slot position; a jumbo chunk's parts share a shard (and its lock).
+    // The locks of the slots, by position; a jumbo chunk's parts share one.
     struct Shard {
         mutable std::mutex lock;
-        std::unordered_map<uint64_t, std::array<xagg_slot, 2>> slots;
     };
     static constexpr unsigned kShards = 64;
 
@@ -88,6 +93,11 @@ private:
                              const sockaddr_in &from, std::vector<Reply> &replies);
     static void refresh_entries(ServedJob &served);
     std::shared_ptr<const Jobs> jobs() const;
+    std::shared_ptr<HostSlots> slots_of(uint32_t job_id) const;
+    // Writes the job's slots from `first_position` on: all of them, or only those newer than
+    // the host path's (merge_slots()).
+    void take_slots(const Job &job, uint32_t first_position, std::span<const xagg_slot> slots,
+                    bool only_later);
     // Publishes a changed job table; returns its version.
     uint64_t publish(const std::function<void(Jobs &)> &edit);
     // Waits until every serving thread is idle or works from `version` or later.
@@ -104,6 +114,7 @@ private:
 
     uint16_t port_;
     unsigned ifindex_;
+    std::string slots_dir_;
     std::vector<int> fds_;
     std::vector<std::thread> threads_;
     std::atomic<bool> stop_{false};

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
+#include <utility>
 #include <span>
 #include <vector>
 
@@ -26,6 +28,8 @@ public:
     virtual void delete_job(uint32_t job_id) = 0;
     virtual void put_member(uint32_t job_id, const Member &member) = 0;
     virtual void delete_member(uint32_t job_id, uint32_t rank) = 0;
+    // The region (base, positions) the fast path routes the job's chunks to now, if any.
+    virtual std::optional<std::pair<uint32_t, uint32_t>> routed(uint32_t job_id) const = 0;
     // Zeroes the slots of chunks [base, base + chunks).
     virtual void clear_region(uint32_t base, uint32_t chunks) = 0;
     // Slots [first, first + count), each read under its lock, a batch at a time.
@@ -60,7 +64,16 @@ public:
     // that do not hold the job's chunk (another owner's tag or chunk) count as empty.
     virtual void import_slots(const Job &job, uint32_t first_chunk,
                               std::span<const xagg_slot> slots) = 0;
-    // Hands over and forgets the slots of chunks [first, end) that hold anything.
+    // Takes each of the slots of positions from `first_position` on (two per position) that is
+    // newer than the one the host path holds: a later round, or the same round with more
+    // contributions (a slot's state only moves that way). Recovery after a crash in the middle
+    // of a move merges every copy of a job's slots so.
+    virtual void merge_slots(const Job &job, uint32_t first_position,
+                             std::span<const xagg_slot> slots) = 0;
+    // A copy of the slots of chunks [first, end) that hold anything. The host path keeps its
+    // own: it no longer serves those chunks, and should a crash cut the move short, recovery
+    // finds the state on one side or the other (merge_slots()); a chunk that comes back later
+    // is imported over it.
     virtual Exported export_slots(uint32_t job_id, uint32_t first, uint32_t end) = 0;
     // The slots that hold a round of the job's host-path chunks.
     virtual std::vector<SlotState> slot_states(const Job &job) const = 0;

@@ -82,6 +82,9 @@ std::unique_ptr<CLI::App> make_cli(Config &c)
         ->capture_default_str();
     app->add_option("--state_dir", c.state_dir, "Directory of the job table kept across restarts")
         ->capture_default_str();
+    app->add_option("--host_slots_dir", c.host_slots_dir,
+                    "Directory (a tmpfs) of the host path's slots, kept across restarts")
+        ->capture_default_str();
     app->add_option("--control_socket", c.control_socket, "Unix socket of the control API")
         ->capture_default_str();
     app->add_option("--control_socket_mode", c.control_socket_mode,
@@ -207,6 +210,8 @@ std::vector<std::string> check_config(const Config &c)
         problems.push_back("bpffs_dir: must be an absolute path");
     if (c.state_dir.empty() || c.state_dir[0] != '/')
         problems.push_back("state_dir: must be an absolute path");
+    if (c.host_slots_dir.empty() || c.host_slots_dir[0] != '/')
+        problems.push_back("host_slots_dir: must be an absolute path");
     if (c.control_socket.empty() || c.control_socket[0] != '/')
         problems.push_back("control_socket: must be an absolute path");
     if (!c.control_tcp_address.empty() && c.control_token_file.empty())

@@ -30,6 +30,8 @@ struct Config {
     std::string bpffs_dir = "/sys/fs/bpf/xagg";     // where maps are pinned
     std::string state_dir = "/var/lib/xagg";        // job table kept across restarts
     std::string control_socket = XAGG_DEFAULT_CONTROL_SOCKET;
+    // The host path's slots, kept across a restart (a tmpfs).
+    std::string host_slots_dir = "/run/xagg/slots";
     std::string control_socket_mode = "0660";  // octal file mode of the socket
     std::string control_tcp_address;         // HOST:PORT of the API for remote workers; empty: off
     std::string control_token_file;          // file holding the token TCP requests must carry

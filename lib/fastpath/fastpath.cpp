@@ -376,6 +376,15 @@ void FastPath::put_job(const JobSpec &job)
     update(bpf_map__fd(skel_->maps.jobs), &job.id, &value, "writing job " + std::to_string(job.id));
 }
 
+std::optional<std::pair<uint32_t, uint32_t>> FastPath::routed_region(uint32_t job_id) const
+{
+    ensure_loaded();
+    xagg_job value{};
+    if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.jobs), &job_id, &value) != 0)
+        return std::nullopt;
+    return std::pair{value.region_base, value.region_chunks};
+}
+
 void FastPath::delete_job(uint32_t job_id)
 {
     ensure_loaded();

@@ -12,6 +12,7 @@
 #include <functional>
 #include <span>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -87,6 +88,9 @@ public:
     Attachment attachment() const;
 
     void put_job(const JobSpec &job);
+    // The region the program routes job `job_id`'s chunks to now (base, positions), if the
+    // jobs map holds the job.
+    std::optional<std::pair<uint32_t, uint32_t>> routed_region(uint32_t job_id) const;
     void delete_job(uint32_t job_id);
     void put_member(uint32_t job_id, uint32_t rank, in_addr addr, uint16_t port);
     void delete_member(uint32_t job_id, uint32_t rank);

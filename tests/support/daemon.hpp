@@ -86,6 +86,7 @@ protected:
                             << "min_job_chunks = " << min_job_chunks << "\n"
                             << "bpffs_dir = " << bpffs_ << "\n"
                             << "state_dir = " << dir_ << "/state\n"
+                            << "host_slots_dir = " << dir_ << "/slots\n"
                             << "control_socket = " << socket_ << "\n"
                             << "log_level = debug\n";
         return path;
@@ -97,7 +98,8 @@ protected:
     {
         std::string path = dir_ + "/xaggd2.conf";
         std::ofstream(path) << "interface = eth0\nnetns = " << netns << "\nbpffs_dir = " << bpffs_
-                            << "-2\nstate_dir = " << dir_ << "/state2\ncontrol_socket = " << socket
+                            << "-2\nstate_dir = " << dir_ << "/state2\nhost_slots_dir = " << dir_
+                            << "/slots2\ncontrol_socket = " << socket
                             << "\nmetrics_address =\nlog_level = debug\n";
         return path;
     }

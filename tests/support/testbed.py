@@ -39,6 +39,7 @@ class Testbed:
             conf.write_text(
                 f"interface = eth0\nnetns = {self.prefix}-agg\nmax_chunks = 4096\n"
                 f"bpffs_dir = /sys/fs/bpf/{self.prefix}\nstate_dir = {self.dir}/state\n"
+                f"host_slots_dir = {self.dir}/slots\n"
                 f"control_socket = {self.socket}\nmetrics_address =\n")
             self.daemon = subprocess.Popen(
                 [str(ROOT / "scripts" / "xaggd-as-unit"), "--netns", f"{self.prefix}-agg",
