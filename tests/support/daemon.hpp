@@ -108,7 +108,10 @@ protected:
     {
         std::filesystem::remove(socket_);
         auto p = std::make_unique<Process>(xaggd_as_unit(netns_, config), dir_ + "/" + log);
-        for (int i = 0; i < 200; i++) {
+        // Waits for the state it needs (the control socket answering) while xaggd runs: loading
+        // the fast path (the verifier) takes seconds on a loaded machine. A minute is a hang.
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+        while (p->running() && std::chrono::steady_clock::now() < deadline) {
             try {
                 control(socket_, {{"op", "stats"}});
                 return p;
