@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "daemon/recovery.hpp"
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -11,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "daemon/datapath/host_slots.hpp"
 #include "daemon/state_schema.hpp"
 
 namespace xagg::daemon {
@@ -80,23 +80,22 @@ void forget_orphaned_maps(const StateFile &state, const std::string &bpffs_dir)
 
 void forget_host_slots_of_other_jobs(const JobTable &jobs, const std::string &dir)
 {
-    std::error_code ec;
-    for (const auto &entry : fs::directory_iterator(dir, ec)) {
-        const std::string name = entry.path().filename();
-        uint32_t id = 0;
-        if (std::sscanf(name.c_str(), "job-%u.slots", &id) == 1 && name.ends_with(".slots") &&
-            !jobs.find(id))
-            fs::remove(entry.path(), ec);
-    }
+    HostSlots::remove_files(dir, [&](uint32_t id) { return jobs.find(id) != nullptr; });
+}
+
+// The job with no fast-path memory: the host path serves all of it.
+static Job whole_on_host(const Job &job)
+{
+    Job on_host = job;
+    on_host.region_chunks = 0;
+    return on_host;
 }
 
 // Every copy of the job's slots to the host path, which then serves the whole job.
 static void merge_to_host(const Job &job, std::optional<std::pair<uint32_t, uint32_t>> routed,
                           FastStore &fast, HostStore &host)
 {
-    Job whole_on_host = job;
-    whole_on_host.region_chunks = 0;
-    host.put_job(whole_on_host);
+    host.put_job(whole_on_host(job));
     std::vector<std::pair<uint32_t, uint32_t>> copies{{job.region_base, job.region_chunks}};
     if (routed && *routed != copies.front())
         copies.push_back(*routed);
@@ -120,15 +119,13 @@ Recovery recover(const StateFile &state, const MoveMarker &marker, JobTable &job
             std::map<uint32_t, std::optional<std::pair<uint32_t, uint32_t>>> routed;
             for (const auto &[id, job] : jobs.jobs()) {
                 routed[id] = fast->routed(id);
-                Job whole_on_host = job;
-                whole_on_host.region_chunks = 0;
-                fast->put_job(whole_on_host);  // the programs stop adding into its slots
+                fast->put_job(whole_on_host(job));  // the programs stop adding into its slots
             }
             std::this_thread::sleep_for(grace);
-            for (const auto &[id, job] : jobs.jobs())
+            for (const auto &[id, job] : jobs.jobs()) {
                 merge_to_host(job, routed[id], *fast, host);
-            for (const auto &[id, job] : jobs.jobs())
                 jobs.set_region(id, Region{0, 0});
+            }
             r.layout_to_restore = true;
         } else {
             for (const auto &[id, job] : jobs.jobs())

@@ -134,10 +134,6 @@ private:
         jobs_ = std::make_unique<JobTable>(host_only ? 0 : config_.max_chunks, config_.max_jobs,
                                            group_base, config_.min_job_chunks,
                                            *sched::parse_policy(config_.memory_policy));
-        // The host path's slots of a previous run are kept only with the job table they
-        // belong to (a clean stop removes both).
-        if (!state_.exists())
-            HostSlots::remove_all(config_.host_slots_dir);
         host_ = std::make_unique<HostPs>(config_.port, config_.interface, config_.host_ps_threads,
                                          config_.host_slots_dir);
         datapath_ =
@@ -145,6 +141,8 @@ private:
 
         const Recovery r = recover(state_, marker_, *jobs_, fast_store_.get(), *host_,
                                    fast_ && fast_->reused_pinned_maps());
+        // The host path's slots of a previous run are kept only with the job table they belong
+        // to: without one, none are.
         forget_host_slots_of_other_jobs(*jobs_, config_.host_slots_dir);
         layout_to_restore_ = r.layout_to_restore;
         if (r.crashed_mid_move)
@@ -293,7 +291,7 @@ private:
             fast_->unpin();
         }
         state_.remove();
-        HostSlots::remove_all(config_.host_slots_dir);
+        HostSlots::remove_files(config_.host_slots_dir);
         spdlog::info("detached from {}; jobs ended, maps unpinned", config_.interface);
     }
 

@@ -269,9 +269,6 @@ HostStore::Exported HostPs::export_slots(uint32_t job_id, uint32_t first, uint32
         out.slots.push_back(pair[0]);
         out.slots.push_back(pair[1]);
     }
-    // The lock word is the host path's write mark, never the fast path's lock: handed over clear.
-    for (xagg_slot &slot : out.slots)
-        slot.lock.val = 0;
     return out;
 }
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
@@ -36,26 +37,34 @@ constexpr size_t kPairBytes = 2 * sizeof(xagg_slot);
     throw std::system_error(errno, std::generic_category(), what);
 }
 
+// A job's file: job-ID.slots.
+std::string file_name(uint32_t job_id)
+{
+    return "job-" + std::to_string(job_id) + ".slots";
+}
+
 }  // namespace
 
 std::string HostSlots::path(const std::string &dir, uint32_t job_id)
 {
-    return dir + "/job-" + std::to_string(job_id) + ".slots";
+    return dir + "/" + file_name(job_id);
 }
 
-void HostSlots::remove_all(const std::string &dir)
+void HostSlots::remove_files(const std::string &dir, const std::function<bool(uint32_t)> &keep)
 {
     std::error_code ec;
     for (const auto &entry : fs::directory_iterator(dir, ec)) {
         const std::string name = entry.path().filename();
-        if (name.starts_with("job-") && name.ends_with(".slots"))
+        uint32_t job_id = 0;
+        if (std::sscanf(name.c_str(), "job-%u", &job_id) == 1 && name == file_name(job_id) &&
+            !(keep && keep(job_id)))
             fs::remove(entry.path(), ec);
     }
 }
 
 HostSlots::HostSlots(const std::string &dir, uint32_t job_id, uint32_t tag, uint32_t positions,
                      uint32_t parts)
-    : job_id_(job_id), tag_(tag), positions_(positions), reserved_from_(positions)
+    : tag_(tag), positions_(positions), reserved_from_(positions)
 {
     const size_t slot_bytes = size_t{positions} * kPairBytes;
     if (dir.empty()) {

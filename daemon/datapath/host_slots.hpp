@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "xagg/fastpath.h"
@@ -47,22 +48,23 @@ public:
     // The job is gone: its file too (the mapping lives on while a serving thread still uses it).
     void remove_file();
 
-    uint32_t job_id() const { return job_id_; }
     uint32_t tag() const { return tag_; }
     uint32_t positions() const { return positions_; }
     // Whether the slots were found from a previous run, and how many were cleared as torn.
     bool recovered() const { return recovered_; }
     uint32_t torn() const { return torn_; }
 
-    // The file of a job in `dir`, and every such file there (a fresh start removes them).
+    // The file of a job in `dir`; and removing the files there of every job `keep` says no to
+    // (none given: all of them).
     static std::string path(const std::string &dir, uint32_t job_id);
-    static void remove_all(const std::string &dir);
+    static void remove_files(const std::string &dir,
+                             const std::function<bool(uint32_t job_id)> &keep = {});
 
 private:
     void clear_torn(uint32_t parts);
 
     std::string path_;
-    uint32_t job_id_, tag_, positions_;
+    uint32_t tag_, positions_;
     uint32_t reserved_from_;  // positions from here on have their room on the filesystem
     int fd_ = -1;
     size_t bytes_ = 0;
