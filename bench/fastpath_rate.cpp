@@ -230,7 +230,8 @@ Measurement measure_fastpath(const Topology &topo, Generator &gen, int cores, ui
 {
     Measurement m;
     run_in_netns(topo.agg, [&] {
-        xagg::FastPath fp(xagg::FastPathConfig{XAGG_DEFAULT_PORT, 4, 2 * kChunksPerCpu, ""});
+        xagg::FastPath fp(
+            xagg::FastPathConfig{XAGG_DEFAULT_PORT, 4, 2 * kChunksPerCpu, "", std::nullopt});
         fp.attach("agg0", xagg::AttachMode::native);
         xagg::JobSpec job;
         job.id = 1;
@@ -286,7 +287,7 @@ Measurement measure_hostpath(const Topology &topo, Generator &gen, int cores, ui
 {
     Measurement m;
     run_in_netns(topo.agg, [&] {
-        xagg::FastPath fp(xagg::FastPathConfig{XAGG_DEFAULT_PORT, 4, 1, ""});
+        xagg::FastPath fp(xagg::FastPathConfig{XAGG_DEFAULT_PORT, 4, 1, "", std::nullopt});
         fp.attach("agg0", xagg::AttachMode::native);
         xagg::daemon::Job job;
         job.id = 1;

@@ -46,17 +46,6 @@ static __always_inline int mac_equal(const unsigned char *a, const unsigned char
     return same;
 }
 
-/*
- * The payload step (include/xagg/slot.h) as one subprogram that every update calls: inlined, its
- * four unrolled loops would appear once per caller, and three copies put the program's jumps
- * beyond BPF's 16-bit offsets. Called under a slot's lock, which Linux allows for static
- * subprograms since 6.9. `vals` is the frame's payload or a jumbo chunk's scratch third.
- */
-static __noinline void apply_payload(enum xagg_payload_op op, __s32 *sum, __s32 *vals)
-{
-    xagg_payload_apply(op, sum, vals);
-}
-
 /* When the unlocked peek shows that this packet may start a round, the clock: no helper may be
  * called under the lock, and reading the clock on every packet costs ~10%. The peek is safe: if
  * it sees the packet's round, that round was claimed already and cannot be claimed again. */
@@ -66,84 +55,35 @@ static __always_inline __u64 clock_if_claiming(const struct xagg_slot *slot, __u
     return slot->round != round || !xagg_slot_owned(slot, tag, position) ? bpf_ktime_get_ns() : 0;
 }
 
-/* A standard chunk's update, under the slot's spin lock: each packet's update is atomic as a
- * whole. */
-static __always_inline enum xagg_slot_verdict update_slot(struct xagg_slot *slot,
-                                                          const struct xagg_job *job, __u32 chunk,
-                                                          __u32 round, __s32 exponent, __u64 bit,
-                                                          __s32 *vals, __u64 *seen_out)
-{
-    __u64 now = clock_if_claiming(slot, job->tag, chunk, round);
-    bpf_spin_lock(&slot->lock);
-    enum xagg_slot_verdict verdict = xagg_slot_update(slot, now, job->tag, chunk, round, exponent,
-                                                      bit, job->members, vals, seen_out);
-    bpf_spin_unlock(&slot->lock);
-    return verdict;
-}
-
-/* Linux 6.18: makes the first `len` bytes of a multi-buffer frame linear. */
-extern int bpf_xdp_pull_data(struct xdp_md *xdp, __u32 len) __ksym;
-
 /*
- * A multi-buffer program (xdp.frags) may be attached to an interface of any MTU, 9000 included,
- * but then a frame may arrive spread over several receive buffers (a driver whose buffers are
- * smaller than the frame, e.g. 3 KiB on i40e). The parser below reads a standard contribution
- * from the linear part only, so a frame addressed to xagg's port whose IP packet reaches past
- * that part is pulled into it first, up to a standard contribution's size (a frame shorter than
- * its IP length is pulled as it is, and the checks count it truncated). Anything longer, a jumbo
- * contribution above all, is read through bpf_xdp_load_bytes, which needs only its headers
- * linear: a linear 8 KiB would not fit the one page most drivers give a buffer. Other traffic is
- * left as it came. Returns 0 when the parser may go on, -1 when the frame could not be made
- * linear (the driver left too little room).
+ * A chunk's update: its `parts` slot positions (1, or XAGG_JUMBO_SLOT_PARTS for a jumbo chunk;
+ * include/xagg/fastpath.h), looked up before the lock (no helper may be called under it),
+ * decided on the first part, and the same payload step applied to every part's third of `vals`,
+ * all under the first part's lock, so each contribution is added whole or not at all. `vals` is
+ * the frame's payload or its copy in the payload_copy map.
+ *
+ * One loop for both sizes, so the payload step (four unrolled loops) is inlined once: Linux
+ * before 6.9 refuses any call, subprograms included, while a lock is held, and a copy per part
+ * would put the program's jumps beyond BPF's 16-bit offsets.
  */
-static __always_inline int pull_contribution(struct xdp_md *ctx)
+static __always_inline enum xagg_slot_verdict update_chunk(const struct xagg_job *job, __u32 chunk,
+                                                           __u32 parts, __u32 round, __s32 exponent,
+                                                           __u64 bit, __s32 *vals, __u64 *seen_out,
+                                                           int *found)
 {
-    /* A driver that splits headers from data may leave even the UDP header outside the linear
-     * part: that much is pulled first, to see whether the frame is ours at all. */
-    const __u32 l4 = sizeof(struct ethhdr) + sizeof(struct iphdr) + sizeof(struct udphdr);
-    __u32 linear = (__u32)(ctx->data_end - ctx->data);
-    if (linear < l4 && bpf_xdp_get_buff_len(ctx) >= l4 && bpf_xdp_pull_data(ctx, l4) != 0)
-        return -1;
-    struct cursor c = {.pos = (void *)(long)ctx->data, .end = (void *)(long)ctx->data_end};
-    void *start = c.pos;
-    struct ethhdr *eth = CURSOR_TAKE(&c, struct ethhdr);
-    struct iphdr *ip = CURSOR_TAKE(&c, struct iphdr);
-    struct udphdr *udp = CURSOR_TAKE(&c, struct udphdr);
-
-    if (!eth || !ip || !udp || eth->h_proto != bpf_htons(ETH_P_IP) || ip->ihl != 5 ||
-        ip->protocol != IPPROTO_UDP || udp->dest != bpf_htons(xagg_port))
-        return 0;
-    __u64 want = sizeof(*eth) + bpf_ntohs(ip->tot_len);
-    if (want > XAGG_FRAME_BYTES)
-        want = XAGG_FRAME_HDR_BYTES;
-    if ((__u64)(c.end - start) >= want)
-        return 0;
-    __u64 have = bpf_xdp_get_buff_len(ctx);
-    if (want > have)
-        want = have;
-    return bpf_xdp_pull_data(ctx, (__u32)want) == 0 ? 0 : -1;
-}
-
-/*
- * A jumbo chunk's update: its XAGG_JUMBO_SLOT_PARTS slot positions (include/xagg/fastpath.h),
- * looked up before the lock (no helper may be called under it), decided on the first part, and
- * the same payload step applied to every part's third of the values in `scratch`, all under the
- * first part's lock, so each contribution is added whole or not at all.
- */
-static __always_inline enum xagg_slot_verdict update_jumbo(const struct xagg_job *job, __u32 chunk,
-                                                           __u32 round, __s32 exponent, __u64 bit,
-                                                           struct xagg_jumbo_scratch *scratch,
-                                                           __u64 *seen_out, int *found)
-{
-    __u32 position = chunk * XAGG_JUMBO_SLOT_PARTS;
+    struct xagg_slot *part[XAGG_JUMBO_SLOT_PARTS] = {};
+    const __u32 position = chunk * parts;
     __u32 index = 2 * (job->region_base + position) + (round & 1);
-    struct xagg_slot *lead = bpf_map_lookup_elem(&slots, &index);
-    index += 2;
-    struct xagg_slot *second = bpf_map_lookup_elem(&slots, &index);
-    index += 2;
-    struct xagg_slot *third = bpf_map_lookup_elem(&slots, &index);
-    *found = lead && second && third;
-    if (!lead || !second || !third)
+    for (__u32 p = 0; p < XAGG_JUMBO_SLOT_PARTS && p < parts; p++, index += 2) {
+        part[p] = bpf_map_lookup_elem(&slots, &index);
+        if (!part[p]) {
+            *found = 0;
+            return XAGG_SLOT_STALE;
+        }
+    }
+    struct xagg_slot *lead = part[0];
+    *found = lead != NULL;
+    if (!lead)
         return XAGG_SLOT_STALE;
 
     __u64 now = clock_if_claiming(lead, job->tag, position, round);
@@ -151,13 +91,113 @@ static __always_inline enum xagg_slot_verdict update_jumbo(const struct xagg_job
     bpf_spin_lock(&lead->lock);
     enum xagg_slot_verdict verdict = xagg_slot_decide(lead, now, job->tag, position, round,
                                                       exponent, bit, job->members, &op, seen_out);
-    apply_payload(op, lead->sum, scratch->vals);
-    xagg_slot_follow(second, lead, position + 1);
-    apply_payload(op, second->sum, scratch->vals + XAGG_CHUNK_ELEMS);
-    xagg_slot_follow(third, lead, position + 2);
-    apply_payload(op, third->sum, scratch->vals + 2 * XAGG_CHUNK_ELEMS);
+    for (__u32 p = 0; p < XAGG_JUMBO_SLOT_PARTS && p < parts; p++) {
+        struct xagg_slot *slot = part[p];
+        if (!slot) /* looked up above; the verifier wants it said */
+            break;
+        if (p > 0)
+            xagg_slot_follow(slot, lead, position + p);
+        xagg_payload_apply(op, slot->sum, vals + p * XAGG_CHUNK_ELEMS);
+    }
     bpf_spin_unlock(&lead->lock);
     return verdict;
+}
+
+/* Linux 6.18: makes the first `len` bytes of a multi-buffer frame linear. Weak: on an older
+ * kernel libbpf leaves it unresolved (address 0) and the program takes the copy variant. */
+extern int bpf_xdp_pull_data(struct xdp_md *xdp, __u32 len) __ksym __weak;
+
+/* The loader's choice (enum xagg_fastpath_variant), from what the kernel offers. The kfunc's
+ * own presence is checked too: a pull the kernel cannot resolve is then dead code, which the
+ * verifier removes rather than refuses. */
+const volatile __u32 xagg_variant = XAGG_VARIANT_COPY;
+
+static __always_inline int can_pull(void)
+{
+    return xagg_variant == XAGG_VARIANT_PULL && !!bpf_xdp_pull_data;
+}
+
+/* Whether an Ethernet/IPv4/UDP header set (no IP options) is addressed to xagg's port. */
+static __always_inline int addressed_to_xagg(const struct ethhdr *eth, const struct iphdr *ip,
+                                             const struct udphdr *udp)
+{
+    return eth->h_proto == bpf_htons(ETH_P_IP) && ip->ihl == 5 && ip->protocol == IPPROTO_UDP &&
+           udp->dest == bpf_htons(xagg_port);
+}
+
+/*
+ * A multi-buffer program (xdp.frags) may be attached to an interface of any MTU, 9000 included,
+ * but then a frame may arrive spread over several receive buffers (a driver whose buffers are
+ * smaller than the frame, e.g. 3 KiB on i40e). The parser reads the headers from the linear part
+ * only, and a standard contribution's values from it too when they are there.
+ *
+ * PULL variant: a frame addressed to xagg's port whose IP packet reaches past that part is pulled
+ * into it, up to a standard contribution's size (a frame shorter than its IP length is pulled as
+ * it is, and the checks count it truncated). Anything longer, a jumbo contribution above all, is
+ * read through bpf_xdp_load_bytes, which needs only its headers linear: a linear 8 KiB would not
+ * fit the one page most drivers give a buffer. Other traffic is left as it came.
+ *
+ * COPY variant: nothing can be pulled, so the headers must be linear already (every driver puts
+ * at least its first buffer, 2-4 KiB, there; only header-split receive leaves less); values
+ * beyond the linear part are copied out later. A frame to xagg's port whose headers are not all
+ * linear is refused; the headers are copied out to tell whether it is one.
+ *
+ * Returns 0 when the parser may go on, -1 when a frame to xagg could not be given the linear
+ * headers it needs.
+ */
+static __always_inline int pull_contribution(struct xdp_md *ctx)
+{
+    const __u32 l4 = sizeof(struct ethhdr) + sizeof(struct iphdr) + sizeof(struct udphdr);
+    __u32 linear = (__u32)(ctx->data_end - ctx->data);
+    __u64 have = bpf_xdp_get_buff_len(ctx);
+    if (linear >= have)
+        return 0; /* all of it linear: nothing to pull */
+    if (!can_pull()) {
+        if (linear >= XAGG_FRAME_HDR_BYTES)
+            return 0;
+        /* Two bytes ahead of the Ethernet header put the IP header at a 4-byte boundary, with
+         * no padding between the three: the stack allows no unaligned access. */
+        struct {
+            __u16 align;
+            struct ethhdr eth;
+            struct iphdr ip;
+            struct udphdr udp;
+        } h;
+        _Static_assert(__builtin_offsetof(typeof(h), udp) + sizeof(h.udp) - 2 ==
+                           sizeof(struct ethhdr) + sizeof(struct iphdr) + sizeof(struct udphdr),
+                       "the headers lie back to back");
+        if (bpf_xdp_load_bytes(ctx, 0, &h.eth, l4) != 0)
+            return 0; /* shorter than a UDP header: not recognisably ours */
+        return addressed_to_xagg(&h.eth, &h.ip, &h.udp) ? -1 : 0;
+    }
+    /* A driver that splits headers from data may leave even the UDP header outside the linear
+     * part: that much is pulled first, to see whether the frame is ours at all. */
+    if (linear < l4 && have >= l4 && bpf_xdp_pull_data(ctx, l4) != 0)
+        return -1;
+    struct cursor c = {.pos = (void *)(long)ctx->data, .end = (void *)(long)ctx->data_end};
+    void *start = c.pos;
+    struct ethhdr *eth = CURSOR_TAKE(&c, struct ethhdr);
+    struct iphdr *ip = CURSOR_TAKE(&c, struct iphdr);
+    struct udphdr *udp = CURSOR_TAKE(&c, struct udphdr);
+
+    if (!eth || !ip || !udp || !addressed_to_xagg(eth, ip, udp))
+        return 0;
+    __u64 want = sizeof(*eth) + bpf_ntohs(ip->tot_len);
+    if (want > XAGG_FRAME_BYTES)
+        want = XAGG_FRAME_HDR_BYTES;
+    if ((__u64)(c.end - start) >= want)
+        return 0;
+    if (want > have)
+        want = have;
+    return bpf_xdp_pull_data(ctx, (__u32)want) == 0 ? 0 : -1;
+}
+
+/* The ones'-complement sum of a datagram whose values were copied to `vals`, for either size. */
+static __always_inline int udp_ones_sum_of_copy(const struct iphdr *ip, struct udphdr *udp,
+                                                const void *end, const __s32 *vals, int jumbo)
+{
+    return jumbo ? udp_ones_sum_copied(ip, udp, end, vals, XAGG_JUMBO_CHUNK_BYTES)
+                 : udp_ones_sum_copied(ip, udp, end, vals, XAGG_CHUNK_BYTES);
 }
 
 SEC("xdp.frags")
@@ -170,7 +210,6 @@ int xagg_fastpath(struct xdp_md *ctx)
     struct iphdr *ip;
     struct udphdr *udp;
     struct xagg_hdr *hdr;
-    __s32 *vals;
 
     /* Layers 2-4: anything that is not IPv4/UDP to our port is somebody else's traffic. A frame
      * cut short before its UDP header cannot be recognised as ours and is left to the kernel. */
@@ -217,24 +256,24 @@ int xagg_fastpath(struct xdp_md *ctx)
     enum xagg_counter refused = xagg_check_datagram(hdr, len);
     if (refused != XAGG_ACCEPT)
         return count(refused, XDP_DROP);
-    /* A jumbo chunk's values are copied out of the frame's buffers, wherever the driver put
-     * them: after the headers, so from the linear part or not (ihl is 5 here). */
-    struct xagg_jumbo_scratch *scratch = NULL;
+    /* A standard chunk's values are summed where they are when they are linear. A jumbo chunk's
+     * values, and a standard chunk's that the kernel could not make linear (the copy variant),
+     * are copied out of the frame's buffers, wherever the driver put them: after the headers, so
+     * from the linear part or not (ihl is 5 here). */
     const int jumbo = xagg_is_jumbo(hdr);
+    const __u32 payload_bytes = jumbo ? XAGG_JUMBO_CHUNK_BYTES : XAGG_CHUNK_BYTES;
+    struct xagg_payload_copy *copy = NULL;
+    __s32 *vals = jumbo ? NULL : cursor_take(&c, XAGG_CHUNK_BYTES);
     int sum_ok;
-    if (jumbo) {
-        __u32 zero = 0;
-        scratch = bpf_map_lookup_elem(&jumbo_scratch, &zero);
-        if (!scratch || bpf_xdp_load_bytes(ctx, XAGG_FRAME_HDR_BYTES, scratch->vals,
-                                           XAGG_JUMBO_CHUNK_BYTES) != 0)
-            return count(XAGG_CNT_DROP_TRUNCATED, XDP_DROP);
-        vals = NULL;
-        sum_ok = udp->check == 0 || udp_ones_sum_jumbo(ip, udp, c.end, scratch->vals) == 0xffff;
-    } else {
-        vals = cursor_take(&c, XAGG_CHUNK_BYTES);
-        if (!vals) /* cannot happen after the length checks; the verifier wants it said */
-            return count(XAGG_CNT_DROP_TRUNCATED, XDP_DROP);
+    if (vals) {
         sum_ok = udp_checksum_ok(ip, udp, XAGG_UDP_BYTES, c.end);
+    } else {
+        __u32 zero = 0;
+        copy = bpf_map_lookup_elem(&payload_copy, &zero);
+        if (!copy || bpf_xdp_load_bytes(ctx, XAGG_FRAME_HDR_BYTES, copy->vals, payload_bytes) != 0)
+            return count(XAGG_CNT_DROP_TRUNCATED, XDP_DROP);
+        vals = copy->vals;
+        sum_ok = udp->check == 0 || udp_ones_sum_of_copy(ip, udp, c.end, vals, jumbo) == 0xffff;
     }
     /* Checked once the length is known to be a contribution's, before anything is added: a
      * payload corrupted between the sender's checksum and here (a switch's or NIC's memory, which
@@ -268,22 +307,13 @@ int xagg_fastpath(struct xdp_md *ctx)
 
     __u32 round = bpf_ntohl(hdr->round);
     __u64 seen = 0;
-    enum xagg_slot_verdict verdict;
-    if (jumbo) {
-        int found;
-        verdict = update_jumbo(job, chunk, round, hdr->exponent, bit, scratch, &seen, &found);
-        if (!found)
-            return count(XAGG_CNT_PASS_HOST_OVERFLOW, XDP_PASS);
-    } else {
-        /* region_base + region_chunks never exceeds the map's capacity (the loader checks it),
-         * and the array lookup bounds-checks the index anyway, so no job reaches beyond its
-         * region. */
-        __u32 index = 2 * (job->region_base + chunk) + (round & 1);
-        struct xagg_slot *slot = bpf_map_lookup_elem(&slots, &index);
-        if (!slot)
-            return count(XAGG_CNT_PASS_HOST_OVERFLOW, XDP_PASS);
-        verdict = update_slot(slot, job, chunk, round, hdr->exponent, bit, vals, &seen);
-    }
+    int found;
+    enum xagg_slot_verdict verdict = update_chunk(job, chunk, jumbo ? XAGG_JUMBO_SLOT_PARTS : 1,
+                                                  round, hdr->exponent, bit, vals, &seen, &found);
+    /* region_base + region_chunks never exceeds the map's capacity (the loader checks it), and
+     * the array lookup bounds-checks the index anyway, so no job reaches beyond its region. */
+    if (!found)
+        return count(XAGG_CNT_PASS_HOST_OVERFLOW, XDP_PASS);
     enum xagg_counter outcome = xagg_verdict_counter(verdict, job);
     if (verdict != XAGG_SLOT_COMPLETED && verdict != XAGG_SLOT_RESEND)
         return count(outcome, XDP_DROP);
@@ -298,13 +328,12 @@ int xagg_fastpath(struct xdp_md *ctx)
         if (outcome != XAGG_CNT_COMPLETED_FANOUT)
             address_to_group(eth, ip, udp, job);
     }
-    if (jumbo) {
-        /* The headers are final: checksum them with the sum in the scratch copy, then copy the
+    if (copy) {
+        /* The headers are final: checksum them with the sum in the copy, then copy the
          * sum into the frame's buffers (the last access to the frame). */
         udp->check = 0;
-        udp->check = udp_check_of(udp_ones_sum_jumbo(ip, udp, c.end, scratch->vals));
-        if (bpf_xdp_store_bytes(ctx, XAGG_FRAME_HDR_BYTES, scratch->vals, XAGG_JUMBO_CHUNK_BYTES) !=
-            0)
+        udp->check = udp_check_of(udp_ones_sum_of_copy(ip, udp, c.end, copy->vals, jumbo));
+        if (bpf_xdp_store_bytes(ctx, XAGG_FRAME_HDR_BYTES, copy->vals, payload_bytes) != 0)
             return count(XAGG_CNT_DROP_TRUNCATED, XDP_DROP); /* cannot happen: it was loaded */
     } else {
         udp_checksum_fill(ip, udp, XAGG_UDP_BYTES, c.end);

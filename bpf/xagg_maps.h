@@ -31,11 +31,13 @@ struct {
     __type(value, struct xagg_slot);
 } slots SEC(".maps");
 
-/* A jumbo chunk's values, copied out of the frame's buffers to be checked and added, and its
- * result's, to be copied back: one per CPU, as an XDP program runs to the end on its CPU. The
- * last XAGG_JUMBO_SLOT_PARTS * XAGG_CHUNK_ELEMS - XAGG_JUMBO_CHUNK_ELEMS values are the unused
- * tail of the last slot part: added along (one loop size for every part) and never sent. */
-struct xagg_jumbo_scratch {
+/* A contribution's values copied out of the frame's buffers, to be checked and added, and its
+ * result's, to be copied back: a jumbo chunk's always, a standard chunk's when the kernel could
+ * not make them linear (the copy variant, include/xagg/fastpath.h). One per CPU, as an XDP
+ * program runs to the end on its CPU. The last XAGG_JUMBO_SLOT_PARTS * XAGG_CHUNK_ELEMS -
+ * XAGG_JUMBO_CHUNK_ELEMS values are the unused tail of a jumbo chunk's last slot part: added
+ * along (one loop size for every part) and never sent. */
+struct xagg_payload_copy {
     __s32 vals[XAGG_JUMBO_SLOT_PARTS * XAGG_CHUNK_ELEMS];
 };
 
@@ -43,8 +45,8 @@ struct {
     __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
     __uint(max_entries, 1);
     __type(key, __u32);
-    __type(value, struct xagg_jumbo_scratch);
-} jumbo_scratch SEC(".maps");
+    __type(value, struct xagg_payload_copy);
+} payload_copy SEC(".maps");
 
 struct {
     __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

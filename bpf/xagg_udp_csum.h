@@ -66,17 +66,19 @@ static __always_inline int udp_ones_sum(const struct iphdr *ip, struct udphdr *u
     return sum < 0 ? -1 : csum_fold((__u64)sum);
 }
 
-/* The same for a jumbo datagram whose payload is not in the frame's linear part but at `vals`
- * (the scratch copy): the headers from the frame, the values from the copy. */
-static __always_inline int udp_ones_sum_jumbo(const struct iphdr *ip, struct udphdr *udp,
-                                              const void *end, const __s32 *vals)
+/* The same for a datagram whose values are not read in the frame but at `vals` (a copy in the
+ * scratch map: a jumbo chunk always, a standard one the kernel could not make linear): the
+ * headers from the frame, the `payload_bytes` values (a constant) from the copy. */
+static __always_inline int udp_ones_sum_copied(const struct iphdr *ip, struct udphdr *udp,
+                                               const void *end, const __s32 *vals,
+                                               __u32 payload_bytes)
 {
-    const __u32 head = XAGG_JUMBO_UDP_BYTES - XAGG_JUMBO_CHUNK_BYTES;
+    const __u32 head = sizeof(struct udphdr) + sizeof(struct xagg_hdr);
     if ((void *)udp + head > end)
         return -1;
     __s64 sum = ones_sum_add(udp_pseudo_sum(ip, udp), udp, head);
     if (sum >= 0)
-        sum = ones_sum_add((__u64)sum, vals, XAGG_JUMBO_CHUNK_BYTES);
+        sum = ones_sum_add((__u64)sum, vals, payload_bytes);
     return sum < 0 ? -1 : csum_fold((__u64)sum);
 }
 

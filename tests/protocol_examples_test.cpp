@@ -19,6 +19,7 @@
 #include "daemon/datapath/fast_store.hpp"
 #include "daemon/datapath/host_ps.hpp"
 #include "lib/fastpath/fastpath.hpp"
+#include "tests/support/fastpath_fixture.hpp"
 #include "tests/support/packet_builder.hpp"
 
 namespace xagg::test {
@@ -109,10 +110,12 @@ protected:
     {
         if (geteuid() != 0)
             GTEST_SKIP() << "BPF_PROG_TEST_RUN needs root (CAP_BPF + CAP_NET_ADMIN)";
+        if (std::string why = untestable_variant(); !why.empty())
+            GTEST_SKIP() << why;
         examples_ = read_examples(XAGG_SOURCE_DIR "/docs/PROTOCOL.md");
         for (const auto &f : examples_)
             by_name_[f.name] = &f;
-        fast_ = std::make_unique<FastPath>(FastPathConfig{XAGG_DEFAULT_PORT, 4, 16, ""});
+        fast_ = std::make_unique<FastPath>(test_fastpath_config(4, 16));
         fast_->load();
         // The host path serves the same jobs whole (no fast-path region).
         host_ = std::make_unique<daemon::HostPs>(XAGG_DEFAULT_PORT, "lo", 0);

@@ -45,8 +45,9 @@ enum xagg_counter {
     XAGG_CNT_DROP_BAD_KEY, /* the job exists, but the contribution does not carry its key */
     /* Fast path only, like the IPv4 checksum: the kernel drops these before the host path. */
     XAGG_CNT_DROP_BAD_UDP_CHECKSUM, /* a UDP checksum was sent (non-zero), and it is wrong */
-    /* Fast path only: a contribution spread over receive buffers that could not be made linear
-     * (bpf_xdp_pull_data failed: the driver leaves too little room in its first buffer). */
+    /* Fast path only: a contribution spread over receive buffers whose headers could not be made
+     * linear (bpf_xdp_pull_data failed: the driver leaves too little room in its first buffer;
+     * or, before Linux 6.18, the first buffer ends inside the headers: header-split receive). */
     XAGG_CNT_DROP_NOT_LINEAR,
     /* Host path only: a chunk index past the job's chunks (the fast path passes it up as
      * pass_host_overflow). Dropped before it takes any state: a member cannot grow the daemon's

@@ -21,6 +21,21 @@
 #define XAGG_DEFAULT_MAX_JOBS 256
 #define XAGG_DEFAULT_MAX_CHUNKS 65536 /* 64 MiB of gradient held at once */
 
+/*
+ * How the program reads a contribution that the driver spread over several receive buffers (a
+ * multi-buffer frame): set by the loader before load (the program's `xagg_variant`), from what
+ * the running kernel offers. docs/KERNELS.md says which kernel has which.
+ */
+enum xagg_fastpath_variant {
+    /* Linux 6.18+: bpf_xdp_pull_data() makes the headers and a standard chunk's values linear,
+     * and the standard values are summed in place in the frame. */
+    XAGG_VARIANT_PULL = 0,
+    /* Linux 6.1+ (multi-buffer XDP since 5.18): the headers must arrive in the first buffer;
+     * values that do not are copied out (bpf_xdp_load_bytes), summed from the copy and the result
+     * copied back (bpf_xdp_store_bytes), as jumbo chunks always are. */
+    XAGG_VARIANT_COPY = 1,
+};
+
 /* Job flags (struct xagg_job.flags). */
 enum xagg_job_flags {
     /* Every chunk of this job goes to the host-side parameter server. */

@@ -131,7 +131,10 @@ xagg_member member_value(in_addr addr, uint16_t port)
     return value;
 }
 
-FastPath::FastPath(const FastPathConfig &config) : config_(config)
+FastPath::FastPath(const FastPathConfig &config)
+    : config_(config),
+      kernel_(probe_kernel()),
+      variant_(config.variant.value_or(best_variant(kernel_)))
 {
     if (config.max_chunks == 0 || config.max_chunks > (1u << 30))
         throw std::invalid_argument("fast-path capacity must be 1..2^30 chunks");
@@ -140,6 +143,7 @@ FastPath::FastPath(const FastPathConfig &config) : config_(config)
     if (!skel_)
         fail(errno, "opening the xagg_fastpath BPF object");
     skel_->rodata->xagg_port = config.port;
+    skel_->rodata->xagg_variant = variant_;
     int err = bpf_map__set_max_entries(skel_->maps.jobs, config.max_jobs);
     if (!err)
         err = bpf_map__set_max_entries(skel_->maps.members, config.max_jobs * XAGG_MAX_WORKERS);

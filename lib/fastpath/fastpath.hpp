@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/fastpath/kernel_probe.hpp"
 #include "xagg/counters.hpp"
 #include "xagg/fastpath.h"
 
@@ -30,6 +31,11 @@ struct FastPathConfig {
     // When set, the maps are pinned here (a bpffs directory) and reused if already pinned, so a
     // restarted loader continues with the state a crashed one left.
     std::string pin_dir;
+    // How multi-buffer contributions are read (include/xagg/fastpath.h); unset: the best the
+    // running kernel offers (lib/fastpath/kernel_probe.hpp). Set only to compare the variants
+    // (bench/chunk_cost) or to test the one older kernels run; a variant the kernel lacks fails
+    // to load.
+    std::optional<xagg_fastpath_variant> variant;
 };
 
 enum class AttachMode { native, skb };
@@ -112,6 +118,9 @@ public:
     int prog_fd() const;         // the XDP program
     int fanout_prog_fd() const;  // the TC ingress program that copies results per member
     const FastPathConfig &config() const { return config_; }
+    xagg_fastpath_variant variant() const { return variant_; }
+    // What the kernel it was opened on offers.
+    const KernelOffers &kernel() const { return kernel_; }
 
 private:
     void ensure_loaded() const;
@@ -120,6 +129,8 @@ private:
     int take_over_pinned_link(int ifindex, uint8_t wanted_mode);
 
     FastPathConfig config_;
+    KernelOffers kernel_;
+    xagg_fastpath_variant variant_;
     xagg_fastpath *skel_ = nullptr;
     int xdp_link_fd_ = -1;
     std::string link_pin_;  // where the XDP link is pinned (empty: not pinned)

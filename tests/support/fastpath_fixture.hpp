@@ -21,6 +21,28 @@
 
 namespace xagg::test {
 
+// The fast-path variant under test (tests/support/variant_main.cpp); unset: the kernel's best.
+extern std::optional<xagg_fastpath_variant> g_tested_variant;
+
+// The loader's configuration for a test, on the variant under test.
+inline FastPathConfig test_fastpath_config(uint32_t max_jobs, uint32_t max_chunks)
+{
+    FastPathConfig config;
+    config.max_jobs = max_jobs;
+    config.max_chunks = max_chunks;
+    config.variant = g_tested_variant;
+    return config;
+}
+
+// Why the variant under test cannot run on this kernel, or "" if it can.
+inline std::string untestable_variant()
+{
+    if (g_tested_variant == XAGG_VARIANT_PULL && !probe_kernel().pull_data)
+        return "the pull variant needs bpf_xdp_pull_data (Linux 6.18); this kernel is " +
+               probe_kernel().release;
+    return "";
+}
+
 constexpr uint32_t kJobA = 1, kJobB = 2, kJobHost = 3, kJobSolo = 4, kJobFanout = 5;
 constexpr uint32_t kRegionChunks = 4;
 constexpr uint16_t kGroupPort = 9872;
@@ -71,7 +93,9 @@ protected:
     {
         if (geteuid() != 0)
             GTEST_SKIP() << "BPF_PROG_TEST_RUN needs root (CAP_BPF + CAP_NET_ADMIN)";
-        fp_ = std::make_unique<FastPath>(FastPathConfig{XAGG_DEFAULT_PORT, 16, 64, ""});
+        if (std::string why = untestable_variant(); !why.empty())
+            GTEST_SKIP() << why;
+        fp_ = std::make_unique<FastPath>(test_fastpath_config(16, 64));
         fp_->load();
         add_job(kJobA, 3, 0, kRegionChunks);
         add_job(kJobB, 2, kRegionChunks, kRegionChunks);
