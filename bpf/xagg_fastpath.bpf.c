@@ -307,9 +307,13 @@ int xagg_fastpath(struct xdp_md *ctx)
 
     __u32 round = bpf_ntohl(hdr->round);
     __u64 seen = 0;
+    /* A jumbo chunk's values are always a copy: tying its parts to the copy lets the verifier
+     * see that values in the frame are one part, never read past it (Linux 6.1's verifier does
+     * not link `jumbo` to where `vals` points). */
+    const __u32 parts = copy && jumbo ? XAGG_JUMBO_SLOT_PARTS : 1;
     int found;
-    enum xagg_slot_verdict verdict = update_chunk(job, chunk, jumbo ? XAGG_JUMBO_SLOT_PARTS : 1,
-                                                  round, hdr->exponent, bit, vals, &seen, &found);
+    enum xagg_slot_verdict verdict =
+        update_chunk(job, chunk, parts, round, hdr->exponent, bit, vals, &seen, &found);
     /* region_base + region_chunks never exceeds the map's capacity (the loader checks it), and
      * the array lookup bounds-checks the index anyway, so no job reaches beyond its region. */
     if (!found)

@@ -128,4 +128,19 @@ inline bool wait_for_file(const std::string &path, std::chrono::milliseconds tim
     return false;
 }
 
+// The same, giving up as soon as `writer`, the process that would write the file, has exited.
+inline bool wait_for_file_from(const Process &writer, const std::string &path,
+                               std::chrono::milliseconds timeout)
+{
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+        if (access(path.c_str(), F_OK) == 0)
+            return true;
+        if (!writer.running())
+            return access(path.c_str(), F_OK) == 0;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+}
+
 }  // namespace xagg::test

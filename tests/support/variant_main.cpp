@@ -27,5 +27,10 @@ int main(int argc, char **argv)
         std::fprintf(stderr, "%s: unknown argument %s (--variant=pull|copy)\n", argv[0], arg);
         return 2;
     }
+    const xagg::KernelOffers kernel = xagg::probe_kernel();
+    std::printf(
+        "fast-path variant under test: %s (kernel %s)\n",
+        xagg::variant_name(xagg::test::g_tested_variant.value_or(xagg::best_variant(kernel))),
+        kernel.release.c_str());
     return RUN_ALL_TESTS();
 }
