@@ -34,6 +34,18 @@ private:
     const char *name_;
 };
 
+// A label value as the exposition format writes it: backslash, quote and newline escaped.
+std::string label_value(const std::string &v)
+{
+    std::string out;
+    for (char c : v) {
+        if (c == '\\' || c == '"')
+            out += '\\';
+        out += c == '\n' ? std::string("\\n") : std::string(1, c);
+    }
+    return out;
+}
+
 }  // namespace
 
 std::string render_metrics(const MetricsSnapshot &s)
@@ -128,6 +140,13 @@ std::string render_metrics(const MetricsSnapshot &s)
                       s.control_events[static_cast<size_t>(e)]);
     Family(out, "xagg_uptime_seconds", "gauge", "Seconds since xaggd started.")
         .sample("", s.uptime_seconds);
+    Family(out, "xagg_kernel_info", "gauge",
+           "Always 1: the kernel release, the fast-path variant it runs (pull, copy; none with "
+           "datapath = host) and whether jumbo chunks can be served.")
+        .sample("release=\"" + label_value(s.kernel.release) + "\",fastpath_variant=\"" +
+                    (s.kernel.fastpath_variant.empty() ? "none" : s.kernel.fastpath_variant) +
+                    "\",jumbo_chunks=\"" + (s.kernel.jumbo_refusal.empty() ? "yes" : "no") + "\"",
+                uint64_t{1});
     return out.str();
 }
 

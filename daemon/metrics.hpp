@@ -13,6 +13,7 @@
 
 #include "daemon/control/control_server.hpp"
 #include "daemon/jobs/job_table.hpp"
+#include "daemon/node_kernel.hpp"
 #include "xagg/counters.hpp"
 
 namespace httplib {
@@ -32,6 +33,7 @@ struct MetricsSnapshot {
     double uptime_seconds = 0;
     std::map<uint32_t, uint64_t> straggler_events;  // by job
     ControlEventCounts control_events{};            // the control API's transport
+    NodeKernel kernel;
 };
 
 std::string render_metrics(const MetricsSnapshot &s);

@@ -32,6 +32,7 @@
 #include "daemon/control/control_api.hpp"
 #include "daemon/control/control_server.hpp"
 #include "lib/fastpath/fastpath.hpp"
+#include "lib/fastpath/kernel_probe.hpp"
 #include "daemon/datapath/both_paths.hpp"
 #include "daemon/datapath/fast_store.hpp"
 #include "daemon/datapath/host_ps.hpp"
@@ -128,12 +129,17 @@ private:
                          config_.interface, config_.xdp_mode, config_.port, config_.max_chunks);
             fast_store_ = std::make_unique<FastPathStore>(*fast_);
         }
+        kernel_.release = fast_ ? fast_->kernel().release : probe_kernel().release;
+        kernel_.fastpath_variant = fast_ ? variant_name(fast_->variant()) : "";
+        kernel_.jumbo_refusal = sys::chunk_mtu_problem(config_.interface, XAGG_JUMBO_MIN_MTU);
+        log_kernel();
 
         in_addr group_base{};
         inet_pton(AF_INET, config_.group_base.c_str(), &group_base);
         jobs_ = std::make_unique<JobTable>(host_only ? 0 : config_.max_chunks, config_.max_jobs,
                                            group_base, config_.min_job_chunks,
                                            *sched::parse_policy(config_.memory_policy));
+        jobs_->set_jumbo_refusal(kernel_.jumbo_refusal);
         host_ = std::make_unique<HostPs>(config_.port, config_.interface, config_.host_ps_threads,
                                          config_.host_slots_dir);
         datapath_ =
@@ -206,6 +212,29 @@ private:
                      config_.control_tls_client_ca.empty() ? "" : ", client certificates");
     }
 
+    // What the kernel gives the fast path, said once at start (docs/KERNELS.md).
+    void log_kernel() const
+    {
+        if (!fast_)
+            spdlog::info("kernel {}: no fast path (datapath = host)", kernel_.release);
+        else if (fast_->variant() == XAGG_VARIANT_PULL)
+            spdlog::info(
+                "kernel {}: fast path variant pull (bpf_xdp_pull_data makes contributions split "
+                "over receive buffers linear)",
+                kernel_.release);
+        else
+            spdlog::info(
+                "kernel {}: fast path variant copy (no bpf_xdp_pull_data, Linux 6.18: values "
+                "split over receive buffers are copied out and back; headers must arrive in the "
+                "first buffer)",
+                kernel_.release);
+        if (kernel_.jumbo_refusal.empty())
+            spdlog::info("jumbo chunks (2048 values) can be served on {}", config_.interface);
+        else
+            spdlog::warn("jumbo chunks cannot be served: {}; jobs of them are refused",
+                         kernel_.jumbo_refusal);
+    }
+
     NodeStatus node_status() const
     {
         NodeStatus n;
@@ -217,6 +246,7 @@ private:
         n.control_socket = config_.control_socket;
         n.control_tcp_address = config_.control_tcp_address;
         n.metrics_address = config_.metrics_address;
+        n.kernel = kernel_;
         return n;
     }
 
@@ -235,6 +265,7 @@ private:
         m.api_errors = api_->errors();
         m.uptime_seconds = api_->uptime_seconds();
         m.control_events = control_->counts();
+        m.kernel = kernel_;
         return m;
     }
 
@@ -405,6 +436,7 @@ private:
     StateFile state_{config_.state_dir};
     MoveMarker marker_{config_.state_dir};
     std::unique_ptr<FastPath> fast_;  // null on a host-path-only node
+    NodeKernel kernel_;
     std::unique_ptr<FastPathStore> fast_store_;
     std::unique_ptr<JobTable> jobs_;
     std::unique_ptr<HostPs> host_;

@@ -312,6 +312,7 @@ TEST_F(ControlTest, StatusDescribesTheNodeItsMemoryAndWhatEachPathCarries)
         n.xdp = {true, "native", 77};
         n.control_socket = "/run/xagg/xaggd.sock";
         n.metrics_address = "127.0.0.1:9873";
+        n.kernel = {"6.12.118+deb12-amd64", "copy", ""};
         return n;
     });
     json s = call(R"({"op":"status"})");
@@ -322,6 +323,8 @@ TEST_F(ControlTest, StatusDescribesTheNodeItsMemoryAndWhatEachPathCarries)
     EXPECT_EQ(s["port"], 9871);
     EXPECT_EQ(s["xdp"], json::parse(R"({"configured_mode":"native","mode":"native",
                                         "attached":true,"prog_id":77})"));
+    EXPECT_EQ(s["kernel"], json::parse(R"({"release":"6.12.118+deb12-amd64",
+        "fastpath_variant":"copy","jumbo_chunks":true,"jumbo_refused_because":""})"));
     EXPECT_EQ(s["jobs"], 2);
     EXPECT_EQ(s["members"], 1);
     const uint64_t slot = 2 * sizeof(xagg_slot);
@@ -374,6 +377,26 @@ TEST_F(ControlTest, EachRefusalCarriesTheCodeThatSaysWhatWasWrong)
     for (int i = 0; i < 7; i++)  // the table holds 8 jobs
         call(R"({"op":"create_job","workers":1,"gradient_elems":768})");
     EXPECT_EQ(code(R"({"op":"create_job","workers":1,"gradient_elems":768})"), "no_room");
+}
+
+// A node whose interface cannot carry jumbo frames refuses jobs of jumbo chunks at creation, with
+// the reason, rather than accepting them and dropping every frame; standard jobs are unaffected.
+TEST_F(ControlTest, JumboJobsAreRefusedWhereTheNodeCannotServeThem)
+{
+    jobs_.set_jumbo_refusal("interface eth0 has MTU 3200; a job of jumbo chunks needs 8260");
+    json r = call(R"({"op":"create_job","workers":2,"gradient_elems":4096,"chunk_elems":2048})");
+    EXPECT_EQ(r["ok"], false) << r;
+    EXPECT_EQ(r["code"], "unsupported") << r;
+    EXPECT_EQ(r["error"],
+              "this node cannot serve jumbo chunks: interface eth0 has MTU 3200; a job of jumbo "
+              "chunks needs 8260")
+        << r;
+    EXPECT_TRUE(jobs_.jobs().empty());
+    EXPECT_EQ(call(R"({"op":"create_job","workers":2,"gradient_elems":4096})")["ok"], true);
+    jobs_.set_jumbo_refusal("");
+    EXPECT_EQ(
+        call(R"({"op":"create_job","workers":2,"gradient_elems":4096,"chunk_elems":2048})")["ok"],
+        true);
 }
 
 TEST_F(ControlTest, LogLevelChangesAtRunTime)

@@ -35,6 +35,7 @@ MetricsSnapshot example()
     s.api_requests = 5;
     s.api_errors = 1;
     s.uptime_seconds = 1.5;
+    s.kernel = {"6.1.0-57-amd64", "copy", "interface eth0 has MTU 3200"};
     return s;
 }
 
@@ -88,6 +89,8 @@ TEST(MetricsTest, SamplesAreExact)
              "xagg_job_chunks{job=\"7\",path=\"fast\"} 60\n",
              "xagg_job_chunks{job=\"7\",path=\"host\"} 40\n",
              "xagg_api_request_errors_total 1\n",
+             "xagg_kernel_info{release=\"6.1.0-57-amd64\",fastpath_variant=\"copy\","
+             "jumbo_chunks=\"no\"} 1\n",
          })
         EXPECT_NE(text.find(line), std::string::npos) << line << "in:\n" << text;
     // Two slots per chunk.

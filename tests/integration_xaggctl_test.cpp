@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/fastpath/kernel_probe.hpp"
 #include "xagg/proto.h"
 
 #include "tests/support/daemon.hpp"
@@ -162,6 +163,15 @@ TEST_F(XaggctlIntegration, EverySubcommandShowsWhatTheDaemonHoldsAfterRealTraffi
     EXPECT_EQ(line_starting(table.out, "chunks"),
               "chunks     96 on the fast path (75.0%), 32 on the host path (25.0%)");
     EXPECT_EQ(line_starting(table.out, "jobs"), "jobs       1 (3 members joined)");
+    // The kernel as the kernel itself says (uname, its BTF), and the topology's MTU 9000.
+    const KernelOffers kernel = probe_kernel();
+    EXPECT_EQ(status["kernel"], json({{"release", kernel.release},
+                                      {"fastpath_variant", variant_name(best_variant(kernel))},
+                                      {"jumbo_chunks", true},
+                                      {"jumbo_refused_because", ""}}));
+    EXPECT_EQ(line_starting(table.out, "kernel"),
+              "kernel     " + kernel.release + ", fast path variant " +
+                  variant_name(best_variant(kernel)) + ", jumbo chunks yes");
 
     // job list and job show: the same jobs, the same numbers.
     EXPECT_EQ(ctl_json("job list"), api({{"op", "list_jobs"}}));

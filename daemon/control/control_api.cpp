@@ -486,6 +486,12 @@ json ControlApi::status(const json &r)
                                          : json(nullptr);
         out["control"] = {{"socket", n.control_socket}, {"tcp_address", n.control_tcp_address}};
         out["metrics_address"] = n.metrics_address;
+        out["kernel"] = {
+            {"release", n.kernel.release},
+            {"fastpath_variant",
+             n.kernel.fastpath_variant.empty() ? json(nullptr) : json(n.kernel.fastpath_variant)},
+            {"jumbo_chunks", n.kernel.jumbo_refusal.empty()},
+            {"jumbo_refused_because", n.kernel.jumbo_refusal}};
     }
     return out;
 }

@@ -14,6 +14,7 @@
 #include "lib/fastpath/fastpath.hpp"
 #include "daemon/jobs/job_table.hpp"
 #include "daemon/jobs/stragglers.hpp"
+#include "daemon/node_kernel.hpp"
 #include "xagg/api.hpp"
 
 namespace xagg::daemon {
@@ -27,6 +28,7 @@ struct NodeStatus {
     std::string control_socket;  // where the API is served
     std::string control_tcp_address;
     std::string metrics_address;
+    NodeKernel kernel;
 };
 
 class ControlApi {

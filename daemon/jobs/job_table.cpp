@@ -150,6 +150,8 @@ const Job &JobTable::create(const JobRequest &r)
     if (r.chunk_elems != XAGG_CHUNK_ELEMS && r.chunk_elems != XAGG_JUMBO_CHUNK_ELEMS)
         refuse("chunk_elems must be " + std::to_string(XAGG_CHUNK_ELEMS) + " or " +
                std::to_string(XAGG_JUMBO_CHUNK_ELEMS));
+    if (r.chunk_elems == XAGG_JUMBO_CHUNK_ELEMS && !jumbo_refusal_.empty())
+        refuse("this node cannot serve jumbo chunks: " + jumbo_refusal_, Refusal::unsupported);
     const uint32_t parts = xagg_chunk_parts(r.chunk_elems);
     uint64_t chunks = (r.gradient_elems + r.chunk_elems - 1) / r.chunk_elems * parts;
     if (chunks > UINT32_MAX)

@@ -114,6 +114,11 @@ public:
     const std::map<uint32_t, Job> &jobs() const { return jobs_; }
     uint32_t capacity_chunks() const { return capacity_chunks_; }
     uint32_t used_chunks() const;
+    // Why this node cannot serve jumbo chunks ("" when it can): create() then refuses such jobs
+    // (Refusal::unsupported) instead of accepting them and dropping their frames. Jobs already in
+    // the table (restored after a restart) are kept.
+    void set_jumbo_refusal(std::string why) { jumbo_refusal_ = std::move(why); }
+    const std::string &jumbo_refusal() const { return jumbo_refusal_; }
 
     // Replaces the table with a saved one (after a restart, daemon/recovery.hpp); throws
     // std::invalid_argument if a job lies beyond the capacity.
@@ -129,6 +134,7 @@ private:
     uint64_t next_arrival_ = 0;
     in_addr group_base_;
     std::map<uint32_t, Job> jobs_;
+    std::string jumbo_refusal_;
 };
 
 const char *to_string(StragglerPolicy p);

@@ -46,6 +46,7 @@ enum class Refusal {
     conflict,     // the request contradicts the table: id or rank taken, address already joined
     no_room,      // the job table or the fast path is full
     bad_token,    // TCP: the request lacks the right token (nothing else is said)
+    unsupported,  // this node cannot serve it: jumbo chunks where its interface cannot carry them
 };
 
 inline constexpr std::string_view to_string(Refusal r)
@@ -57,6 +58,7 @@ inline constexpr std::string_view to_string(Refusal r)
     case Refusal::conflict: return "conflict";
     case Refusal::no_room: return "no_room";
     case Refusal::bad_token: return "bad_token";
+    case Refusal::unsupported: return "unsupported";
     }
     return "bad_request";
 }
@@ -64,8 +66,9 @@ inline constexpr std::string_view to_string(Refusal r)
 // The code of a reply; nullopt for a code this build does not know (a newer daemon's).
 inline std::optional<Refusal> refusal_named(std::string_view name)
 {
-    for (Refusal r : {Refusal::bad_request, Refusal::unknown_op, Refusal::no_such_job,
-                      Refusal::conflict, Refusal::no_room, Refusal::bad_token})
+    for (Refusal r :
+         {Refusal::bad_request, Refusal::unknown_op, Refusal::no_such_job, Refusal::conflict,
+          Refusal::no_room, Refusal::bad_token, Refusal::unsupported})
         if (to_string(r) == name)
             return r;
     return std::nullopt;

@@ -154,6 +154,17 @@ std::string render_status(const json &s)
                              ", program id " + text(x["prog_id"]) +
                              " (configured: " + text(x["configured_mode"]) + ")");
     }
+    if (s.contains("kernel")) {
+        const json &k = s["kernel"];
+        std::string jumbo = k["jumbo_chunks"].get<bool>()
+                                ? std::string("yes")
+                                : "no (" + text(k["jumbo_refused_because"]) + ")";
+        f.add("kernel", text(k["release"]) +
+                            (k["fastpath_variant"].is_null()
+                                 ? ""
+                                 : ", fast path variant " + text(k["fastpath_variant"])) +
+                            ", jumbo chunks " + jumbo);
+    }
     f.add("port", text(s.at("port")) + "/udp");
     if (s.contains("control")) {
         std::string tcp = text(s["control"]["tcp_address"]);
