@@ -230,6 +230,35 @@ TEST_F(DaemonIntegration, RefusesToStartOnAnInterfaceThatCannotCarryAChunk)
         << daemon.output();
 }
 
+// At MTU 3200 standard chunks fit and jumbo ones do not: the daemon runs, says so at start and in
+// its status, and refuses a job of jumbo chunks at creation instead of dropping its every frame.
+TEST_F(DaemonIntegration, RefusesJumboJobsWhereTheInterfaceCannotCarryThem)
+{
+    Topology topo("u", 1);
+    ASSERT_EQ(run_command("ip -n " + topo.agg() + " link set eth0 mtu 3200 && echo ok"), "ok\n");
+    auto daemon = start_daemon(write_config(topo), "xaggd.log");
+    const std::string why =
+        "interface eth0 has MTU 3200; a job of jumbo chunks needs at least "
+        "8260 (ip link set dev eth0 mtu 9000, and the same on every link "
+        "between workers and aggregator)";
+    json jumbo = control(socket_, {{"op", "create_job"},
+                                   {"workers", 1},
+                                   {"gradient_elems", 4096},
+                                   {"chunk_elems", XAGG_JUMBO_CHUNK_ELEMS}});
+    EXPECT_EQ(jumbo["ok"], false) << jumbo;
+    EXPECT_EQ(jumbo["code"], "unsupported") << jumbo;
+    EXPECT_EQ(jumbo["error"], "this node cannot serve jumbo chunks: " + why) << jumbo;
+    json status = control(socket_, {{"op", "status"}});
+    EXPECT_EQ(status["kernel"]["jumbo_chunks"], false) << status;
+    EXPECT_EQ(status["kernel"]["jumbo_refused_because"], why) << status;
+    EXPECT_EQ(control(socket_, {{"op", "list_jobs"}})["jobs"].size(), 0u);
+    json standard =
+        control(socket_, {{"op", "create_job"}, {"workers", 1}, {"gradient_elems", 4096}});
+    EXPECT_EQ(standard["ok"], true) << standard;
+    EXPECT_NE(daemon->output().find("jumbo chunks cannot be served: " + why), std::string::npos)
+        << daemon->output();
+}
+
 TEST_F(DaemonIntegration, LeavesAnotherXdpProgramOnTheInterfaceAloneAndSaysSo)
 {
     Topology topo("o", 1);

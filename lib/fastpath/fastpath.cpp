@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "lib/fastpath/bpf_log.hpp"
+#include "lib/sys/mtu.hpp"
 #include "bpf/xagg_fastpath.skel.h"
 
 namespace xagg {
@@ -280,10 +281,19 @@ void FastPath::attach(const std::string &ifname, AttachMode mode)
         LIBBPF_OPTS(bpf_link_create_opts, opts,
                     .flags = mode == AttachMode::native ? XDP_FLAGS_DRV_MODE : XDP_FLAGS_SKB_MODE);
         fd = bpf_link_create(prog_fd(), ifindex, BPF_XDP, &opts);
-        if (fd < 0)
-            fail(errno, "attaching XDP to " + ifname +
-                            (mode == AttachMode::native ? " in native mode" : " in skb mode") +
-                            (log.tail().empty() ? "" : ":\n" + log.tail()));
+        if (fd < 0) {
+            const int err = errno;
+            // What an operator can do about it: the driver's limits are the usual cause.
+            std::string hint;
+            if (mode == AttachMode::native)
+                hint = " (MTU " + std::to_string(sys::interface_mtu(ifname).value_or(0)) +
+                       "; a driver without native XDP, or without multi-buffer XDP at this MTU, "
+                       "refuses it: lower the MTU to 3200 for standard chunks only, or set "
+                       "xdp_mode = skb; docs/KERNELS.md lists the drivers)";
+            fail(err, "attaching XDP to " + ifname +
+                          (mode == AttachMode::native ? " in native mode" : " in skb mode") + hint +
+                          (log.tail().empty() ? "" : ":\n" + log.tail()));
+        }
         if (!link_pin_.empty() && bpf_obj_pin(fd, link_pin_.c_str()) != 0) {
             int err = errno;
             bpf_link_detach(fd);
