@@ -219,14 +219,13 @@ private:
             spdlog::info("kernel {}: no fast path (datapath = host)", kernel_.release);
         else if (fast_->variant() == XAGG_VARIANT_PULL)
             spdlog::info(
-                "kernel {}: fast path variant pull (bpf_xdp_pull_data makes contributions split "
-                "over receive buffers linear)",
+                "kernel {}: fast path variant pull (bpf_xdp_pull_data pulls headers a driver "
+                "left outside the first receive buffer)",
                 kernel_.release);
         else
             spdlog::info(
-                "kernel {}: fast path variant copy (no bpf_xdp_pull_data, Linux 6.18: values "
-                "split over receive buffers are copied out and back; headers must arrive in the "
-                "first buffer)",
+                "kernel {}: fast path variant copy (no bpf_xdp_pull_data, Linux 6.18: headers "
+                "must arrive in the first receive buffer)",
                 kernel_.release);
         if (kernel_.jumbo_refusal.empty())
             spdlog::info("jumbo chunks (2048 values) can be served on {}", config_.interface);

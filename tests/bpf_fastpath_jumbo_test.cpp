@@ -132,8 +132,8 @@ INSTANTIATE_TEST_SUITE_P(Linear, JumboSplitTest, ::testing::ValuesIn(kLinearSize
                          [](const auto &tc) { return "linear_" + std::to_string(tc.param); });
 
 // A standard contribution (3154-byte frame) from a driver whose buffers are smaller than it (3 KiB
-// on i40e at MTU 9000): the pull variant makes it linear and sums it in place, the copy variant
-// sums a copy of its values; the same result either way.
+// on i40e at MTU 9000): both variants sum a copy of its values; the pull variant also pulls
+// headers the driver left out of the linear part, which the copy variant refuses.
 const uint32_t kStandardLinearSizes[] = {
     34, 60, XAGG_FRAME_HDR_BYTES, XAGG_FRAME_HDR_BYTES + 1, 1001, 2048, 3072, XAGG_FRAME_BYTES - 1};
 

@@ -24,15 +24,15 @@
 /*
  * How the program reads a contribution that the driver spread over several receive buffers (a
  * multi-buffer frame): set by the loader before load (the program's `xagg_variant`), from what
- * the running kernel offers. docs/KERNELS.md says which kernel has which.
+ * the running kernel offers. docs/KERNELS.md says which kernel has which. On both, values that
+ * are not in the linear part are copied out (bpf_xdp_load_bytes), summed from the copy and the
+ * result copied back (bpf_xdp_store_bytes), as jumbo chunks always are.
  */
 enum xagg_fastpath_variant {
-    /* Linux 6.18+: bpf_xdp_pull_data() makes the headers and a standard chunk's values linear,
-     * and the standard values are summed in place in the frame. */
+    /* Linux 6.18+: headers a driver left outside the linear part (header-split receive) are
+     * pulled into it with bpf_xdp_pull_data(). */
     XAGG_VARIANT_PULL = 0,
-    /* Linux 6.1+ (multi-buffer XDP since 5.18): the headers must arrive in the first buffer;
-     * values that do not are copied out (bpf_xdp_load_bytes), summed from the copy and the result
-     * copied back (bpf_xdp_store_bytes), as jumbo chunks always are. */
+    /* Linux 6.1+ (multi-buffer XDP since 5.18): the headers must arrive in the first buffer. */
     XAGG_VARIANT_COPY = 1,
 };
 
