@@ -33,8 +33,8 @@ struct FastPathConfig {
     std::string pin_dir;
     // How multi-buffer contributions are read (include/xagg/fastpath.h); unset: the best the
     // running kernel offers (lib/fastpath/kernel_probe.hpp). Set only to compare the variants
-    // (bench/chunk_cost) or to test the one older kernels run; a variant the kernel lacks fails
-    // to load.
+    // (bench/chunk_cost) or to test the one older kernels run; asking for one the kernel lacks
+    // throws std::invalid_argument.
     std::optional<xagg_fastpath_variant> variant;
 };
 
