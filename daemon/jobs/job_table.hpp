@@ -118,7 +118,6 @@ public:
     // (Refusal::unsupported) instead of accepting them and dropping their frames. Jobs already in
     // the table (restored after a restart) are kept.
     void set_jumbo_refusal(std::string why) { jumbo_refusal_ = std::move(why); }
-    const std::string &jumbo_refusal() const { return jumbo_refusal_; }
 
     // Replaces the table with a saved one (after a restart, daemon/recovery.hpp); throws
     // std::invalid_argument if a job lies beyond the capacity.

@@ -140,10 +140,8 @@ FastPath::FastPath(const FastPathConfig &config)
     if (config.max_chunks == 0 || config.max_chunks > (1u << 30))
         throw std::invalid_argument("fast-path capacity must be 1..2^30 chunks");
     // The program would quietly run as copy: the variant it reports must be the one it runs.
-    if (variant_ == XAGG_VARIANT_PULL && !kernel_.pull_data)
-        throw std::invalid_argument(
-            "the pull variant needs bpf_xdp_pull_data (Linux 6.18); this kernel is " +
-            kernel_.release);
+    if (std::string why = variant_unavailable(variant_, kernel_); !why.empty())
+        throw std::invalid_argument(why);
     LibraryLogCapture log;
     skel_ = xagg_fastpath__open();
     if (!skel_)

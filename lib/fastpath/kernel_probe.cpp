@@ -30,6 +30,14 @@ xagg_fastpath_variant best_variant(const KernelOffers &kernel)
     return kernel.pull_data ? XAGG_VARIANT_PULL : XAGG_VARIANT_COPY;
 }
 
+std::string variant_unavailable(xagg_fastpath_variant variant, const KernelOffers &kernel)
+{
+    if (variant == XAGG_VARIANT_PULL && !kernel.pull_data)
+        return "the pull variant needs bpf_xdp_pull_data (Linux 6.18); this kernel is " +
+               kernel.release;
+    return "";
+}
+
 const char *variant_name(xagg_fastpath_variant variant)
 {
     return variant == XAGG_VARIANT_PULL ? "pull" : "copy";

@@ -21,6 +21,8 @@ KernelOffers probe_kernel();
 
 // The fastest exact variant that `kernel` can load.
 xagg_fastpath_variant best_variant(const KernelOffers &kernel);
+// Why `kernel` cannot run `variant`, or "" if it can.
+std::string variant_unavailable(xagg_fastpath_variant variant, const KernelOffers &kernel);
 
 // "pull" or "copy": the names config, logs, metrics and xaggctl use.
 const char *variant_name(xagg_fastpath_variant variant);

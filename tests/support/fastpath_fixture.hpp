@@ -37,10 +37,7 @@ inline FastPathConfig test_fastpath_config(uint32_t max_jobs, uint32_t max_chunk
 // Why the variant under test cannot run on this kernel, or "" if it can.
 inline std::string untestable_variant()
 {
-    if (g_tested_variant == XAGG_VARIANT_PULL && !probe_kernel().pull_data)
-        return "the pull variant needs bpf_xdp_pull_data (Linux 6.18); this kernel is " +
-               probe_kernel().release;
-    return "";
+    return g_tested_variant ? variant_unavailable(*g_tested_variant, probe_kernel()) : "";
 }
 
 constexpr uint32_t kJobA = 1, kJobB = 2, kJobHost = 3, kJobSolo = 4, kJobFanout = 5;
