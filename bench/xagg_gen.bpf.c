@@ -86,7 +86,7 @@ int xagg_gen(struct xdp_md *ctx)
     hdr->chunk = bpf_htonl(chunk);
     hdr->nelem = bpf_htons(XAGG_CHUNK_ELEMS);
     hdr->exponent = 0;
-    hdr->reserved = 0;
+    hdr->marked = 0;
     hdr->contrib = 0;
     hdr->key = bpf_cpu_to_be64(job_key);
     return XDP_TX;

@@ -66,14 +66,15 @@ static __always_inline __u64 clock_if_claiming(const struct xagg_slot *slot, __u
  * before 6.9 refuses any call, subprograms included, while a lock is held, and a copy per part
  * would put the program's jumps beyond BPF's 16-bit offsets.
  */
-static __always_inline enum xagg_slot_verdict update_chunk(const struct xagg_job *job, __u32 chunk,
-                                                           __u32 parts, __u32 round, __s32 exponent,
-                                                           __u64 bit, __s32 *vals, __u64 *seen_out,
+static __always_inline enum xagg_slot_verdict update_chunk(const struct xagg_job *job,
+                                                           const struct xagg_contribution *c,
+                                                           __u32 parts, __s32 *vals,
+                                                           struct xagg_slot_outcome *out,
                                                            int *found)
 {
     struct xagg_slot *part[XAGG_JUMBO_SLOT_PARTS] = {};
-    const __u32 position = chunk * parts;
-    __u32 index = 2 * (job->region_base + position) + (round & 1);
+    const __u32 position = c->position;
+    __u32 index = 2 * (job->region_base + position) + (c->round & 1);
     for (__u32 p = 0; p < XAGG_JUMBO_SLOT_PARTS && p < parts; p++, index += 2) {
         part[p] = bpf_map_lookup_elem(&slots, &index);
         if (!part[p]) {
@@ -86,11 +87,10 @@ static __always_inline enum xagg_slot_verdict update_chunk(const struct xagg_job
     if (!lead)
         return XAGG_SLOT_STALE;
 
-    __u64 now = clock_if_claiming(lead, job->tag, position, round);
+    __u64 now = clock_if_claiming(lead, job->tag, position, c->round);
     enum xagg_payload_op op;
     bpf_spin_lock(&lead->lock);
-    enum xagg_slot_verdict verdict = xagg_slot_decide(lead, now, job->tag, position, round,
-                                                      exponent, bit, job->members, &op, seen_out);
+    enum xagg_slot_verdict verdict = xagg_slot_decide(lead, now, c, &op, out);
     for (__u32 p = 0; p < XAGG_JUMBO_SLOT_PARTS && p < parts; p++) {
         struct xagg_slot *slot = part[p];
         if (!slot) /* looked up above; the verifier wants it said */
@@ -298,15 +298,22 @@ int xagg_fastpath(struct xdp_md *ctx)
     if (handed_over != XAGG_ACCEPT)
         return count(handed_over, XDP_PASS);
 
-    __u32 round = bpf_ntohl(hdr->round);
-    __u64 seen = 0;
     /* A jumbo chunk's values are always a copy: tying its parts to the copy lets the verifier
      * see that values in the frame are one part, never read past it (Linux 6.1's verifier does
      * not link `jumbo` to where `vals` points). */
     const __u32 parts = copy && jumbo ? XAGG_JUMBO_SLOT_PARTS : 1;
+    const struct xagg_contribution contribution = {
+        .tag = job->tag,
+        .position = chunk * parts,
+        .round = bpf_ntohl(hdr->round),
+        .exponent = hdr->exponent,
+        .bit = bit,
+        .members = job->members,
+        .marked = (ip->tos & XAGG_ECN_MASK) == XAGG_ECN_CE,
+    };
+    struct xagg_slot_outcome slot = {};
     int found;
-    enum xagg_slot_verdict verdict =
-        update_chunk(job, chunk, parts, round, hdr->exponent, bit, vals, &seen, &found);
+    enum xagg_slot_verdict verdict = update_chunk(job, &contribution, parts, vals, &slot, &found);
     /* region_base + region_chunks never exceeds the map's capacity (the loader checks it), and
      * the array lookup bounds-checks the index anyway, so no job reaches beyond its region. */
     if (!found)
@@ -315,16 +322,18 @@ int xagg_fastpath(struct xdp_md *ctx)
     if (verdict != XAGG_SLOT_COMPLETED && verdict != XAGG_SLOT_RESEND)
         return count(outcome, XDP_DROP);
 
+    ip->tos = xagg_result_tos(ip->tos);
     if (verdict == XAGG_SLOT_RESEND) {
-        xagg_make_result_hdr(hdr, seen, XAGG_F_RESENT);
+        xagg_make_result_hdr(hdr, slot.seen, slot.marked, XAGG_F_RESENT);
         address_to_sender(eth, ip, udp);
     } else {
-        xagg_make_result_hdr(hdr, seen, 0);
+        xagg_make_result_hdr(hdr, slot.seen, slot.marked, 0);
         /* XDP cannot copy a frame: a fan-out job's result goes up as it came, and TC ingress
          * copies it to each member. */
         if (outcome != XAGG_CNT_COMPLETED_FANOUT)
             address_to_group(eth, ip, udp, job);
     }
+    ip->check = ipv4_csum(ip);
     if (copy) {
         /* The headers are final: checksum them with the sum in the copy, then copy the
          * sum into the frame's buffers (the last access to the frame). */

@@ -30,8 +30,9 @@ static __always_inline __u16 ipv4_csum(struct iphdr *ip)
 
 /*
  * Address the frame to the job's multicast group: one XDP_TX, and the switch (or bridge) in front
- * of the aggregator's NIC copies it to every worker that joined the group. The UDP checksum is
- * left 0; the caller fills it in once the frame is final (bpf/xagg_udp_csum.h).
+ * of the aggregator's NIC copies it to every worker that joined the group. The checksums are
+ * the caller's once the frame is final: IPv4 (the TOS byte changes too) and UDP
+ * (bpf/xagg_udp_csum.h), left 0 here.
  */
 static __always_inline void address_to_group(struct ethhdr *eth, struct iphdr *ip,
                                              struct udphdr *udp, const struct xagg_job *job)
@@ -49,15 +50,14 @@ static __always_inline void address_to_group(struct ethhdr *eth, struct iphdr *i
 
     ip->saddr = ip->daddr;
     ip->daddr = job->group_addr;
-    ip->check = ipv4_csum(ip);
 
     udp->source = udp->dest;
     udp->dest = job->group_port;
     udp->check = 0;
 }
 
-/* Send the frame back to where it came from: the result re-sent to one worker alone. Swapping
- * the two addresses leaves the IPv4 checksum valid; the UDP one is left 0 for the caller. */
+/* Send the frame back to where it came from: the result re-sent to one worker alone. The
+ * checksums are the caller's, as for address_to_group(). */
 static __always_inline void address_to_sender(struct ethhdr *eth, struct iphdr *ip,
                                               struct udphdr *udp)
 {

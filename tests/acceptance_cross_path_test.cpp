@@ -23,6 +23,7 @@ namespace {
 struct Datagram {
     Bytes payload;
     sockaddr_in from{};
+    uint8_t tos = 0;  // the IP header's, as IP_RECVTOS hands it over
 };
 
 Datagram as_datagram(const Bytes &frame)
@@ -33,6 +34,7 @@ Datagram as_datagram(const Bytes &frame)
     d.from.sin_family = AF_INET;
     std::memcpy(&d.from.sin_addr.s_addr, &frame[off::ip_src], 4);
     std::memcpy(&d.from.sin_port, &frame[off::udp_sport], 2);
+    d.tos = frame[off::ip_tos];
     return d;
 }
 
@@ -90,7 +92,7 @@ protected:
     {
         const Datagram d = as_datagram(frame);
         const Counters before = host_->counters();
-        const enum xagg_counter outcome = host_->handle(d.payload, d.from, replies);
+        const enum xagg_counter outcome = host_->handle(d.payload, d.from, d.tos, replies);
         const Counters after = host_->counters();
         for (int c = 0; c < XAGG_CNT_MAX; c++) {
             const bool copies = c == XAGG_CNT_FANOUT_COPIES;  // counted per copy, beside it
@@ -115,18 +117,22 @@ protected:
             int8_t exponent;
             uint32_t seed;
             enum xagg_counter outcome;
+            uint8_t tos = XAGG_ECN_ECT0;
         };
+        // CE marks: counted once per contribution added (not for the duplicate, the refused
+        // exponent or the re-send), echoed in every result of the round.
         const Step steps[] = {
-            {0, 0, 3, 11, XAGG_CNT_AGGREGATED},
-            {0, 0, 3, 11, XAGG_CNT_DROP_DUPLICATE},
-            {1, 0, 4, 22, XAGG_CNT_DROP_BAD_EXPONENT},
+            {0, 0, 3, 11, XAGG_CNT_AGGREGATED, XAGG_ECN_CE},
+            {0, 0, 3, 11, XAGG_CNT_DROP_DUPLICATE, XAGG_ECN_CE},
+            {1, 0, 4, 22, XAGG_CNT_DROP_BAD_EXPONENT, XAGG_ECN_CE},
             {1, 0, 3, 23, XAGG_CNT_COMPLETED},
-            {0, 0, 3, 11, XAGG_CNT_RESENT},
-            {0, 1, 3, 5, XAGG_CNT_AGGREGATED},
-            {1, 1, 3, 6, XAGG_CNT_COMPLETED},
-            {0, 2, 3, 7, XAGG_CNT_AGGREGATED},
+            {0, 0, 3, 11, XAGG_CNT_RESENT, XAGG_ECN_CE},
+            {0, 1, 3, 5, XAGG_CNT_AGGREGATED, XAGG_ECN_CE},
+            {1, 1, 3, 6, XAGG_CNT_COMPLETED, XAGG_ECN_CE},
+            {0, 2, 3, 7, XAGG_CNT_AGGREGATED, 0},
             {1, 0, 3, 1, XAGG_CNT_DROP_STALE_ROUND},
         };
+        const uint8_t marked_in_round[3] = {1, 2, 0};
         std::vector<int32_t> round_values[3][2];
         for (const Step &s : steps) {
             SCOPED_TRACE(std::string("rank ") + std::to_string(s.rank) + " round " +
@@ -138,6 +144,7 @@ protected:
                 Frame f = contribution(job, s.rank, s.round, 1, values);
                 f.nelem = static_cast<uint16_t>(elems);
                 f.exponent = s.exponent;
+                f.tos = s.tos;
                 return f.build();
             };
             const uint32_t action =
@@ -158,6 +165,12 @@ protected:
                 std::memcmp(replies[0].data.data() + 24, on_fast.out.data() + off::x_contrib, 8),
                 0);
             EXPECT_EQ(replies[0].data[5], on_fast.out[off::x_flags] | XAGG_F_FALLBACK);
+            EXPECT_EQ(replies[0].data[off::x_marked - off::x], marked_in_round[s.round]);
+            EXPECT_EQ(on_fast.out[off::x_marked], marked_in_round[s.round]);
+            // The result leaves ECT(0), with its IPv4 checksum right for that.
+            EXPECT_EQ(on_fast.out[off::ip_tos], XAGG_ECN_ECT0);
+            EXPECT_EQ(ipv4_checksum(on_fast.out, off::ip),
+                      (on_fast.out[off::ip_csum] << 8) | on_fast.out[off::ip_csum + 1]);
         }
     }
 
@@ -183,7 +196,7 @@ TEST_F(CrossPathTest, TheHostPathsSlotsOutliveItsProcess)
                           const std::vector<int32_t> &v) {
         replies.clear();
         const Datagram d = as_datagram(contribution(kJobHost, rank, round, 5, v).build());
-        return ps.handle(d.payload, d.from, replies);
+        return ps.handle(d.payload, d.from, d.tos, replies);
     };
     {
         daemon::HostPs first(XAGG_DEFAULT_PORT, "lo", 0, dir);

@@ -217,8 +217,9 @@ TEST_F(ProtocolExamplesTest, EveryExampleFrameDoesWhatTheDocumentSays)
         std::memcpy(&from.sin_addr.s_addr, &f.bytes[off::ip_src], 4);
         std::memcpy(&from.sin_port, &f.bytes[off::udp_sport], 2);
         std::vector<daemon::HostPs::Reply> replies;
-        EXPECT_EQ(std::string(counter_name(host_->handle(datagram, from, replies))),
-                  counter_name(want));
+        EXPECT_EQ(
+            std::string(counter_name(host_->handle(datagram, from, f.bytes[off::ip_tos], replies))),
+            counter_name(want));
         ASSERT_EQ(replies.size(), reply ? 1u : 0u);
         if (!reply)
             continue;

@@ -47,6 +47,11 @@ int bind_socket(uint16_t port, unsigned ifindex)
     setsockopt(fd, IPPROTO_IP, IP_MULTICAST_LOOP, &loop, sizeof(loop));
     // Each datagram's local address, for its replies to leave from (Reply::source).
     setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one));
+    // Each datagram's TOS byte, whose ECN bits say whether the network marked it CE; and the
+    // results' own, ECT(0) as the fast path's (xagg_result_tos()).
+    setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one));
+    int tos = xagg_result_tos(0);
+    setsockopt(fd, IPPROTO_IP, IP_TOS, &tos, sizeof(tos));
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(port);
@@ -299,15 +304,15 @@ Counters HostPs::counters() const
 }
 
 enum xagg_counter HostPs::handle(std::span<const uint8_t> datagram, const sockaddr_in &from,
-                                 std::vector<Reply> &replies)
+                                 uint8_t tos, std::vector<Reply> &replies)
 {
-    return handle(*jobs(), datagram, from, replies);
+    return handle(*jobs(), datagram, from, tos, replies);
 }
 
 // The fast path's sequence (bpf/xagg_fastpath.bpf.c) from the datagram on; the kernel has made
 // the IP and UDP checks.
 enum xagg_counter HostPs::handle(const Jobs &jobs, std::span<const uint8_t> datagram,
-                                 const sockaddr_in &from, std::vector<Reply> &replies)
+                                 const sockaddr_in &from, uint8_t tos, std::vector<Reply> &replies)
 {
     const auto outcome = [&](enum xagg_counter c) {
         count(c);
@@ -356,7 +361,7 @@ enum xagg_counter HostPs::handle(const Jobs &jobs, std::span<const uint8_t> data
     const size_t values = be16toh(h.nelem);
     alignas(64) int32_t vals[XAGG_JUMBO_SLOT_PARTS * XAGG_CHUNK_ELEMS] = {};
     std::memcpy(vals, datagram.data() + sizeof(h), values * sizeof(int32_t));
-    __u64 seen = 0;
+    xagg_slot_outcome slot{};
     enum xagg_slot_verdict verdict;
     {
         const auto first = static_cast<uint32_t>(position);
@@ -368,8 +373,14 @@ enum xagg_counter HostPs::handle(const Jobs &jobs, std::span<const uint8_t> data
         for (uint32_t part = 0; part < parts; part++)
             begin_slot_write(slots.pair(first + part)[round & 1]);
         enum xagg_payload_op op;
-        verdict = xagg_slot_decide(&lead, monotonic_ns(), job.tag, first, round, h.exponent,
-                                   1ull << rank, served->entry.members, &op, &seen);
+        const xagg_contribution c{job.tag,
+                                  first,
+                                  round,
+                                  h.exponent,
+                                  1ull << rank,
+                                  served->entry.members,
+                                  (tos & XAGG_ECN_MASK) == XAGG_ECN_CE};
+        verdict = xagg_slot_decide(&lead, monotonic_ns(), &c, &op, &slot);
         xagg_payload_apply(op, lead.sum, vals);
         for (uint32_t part = 1; part < parts; part++) {
             xagg_slot &next = slots.pair(first + part)[round & 1];
@@ -382,7 +393,7 @@ enum xagg_counter HostPs::handle(const Jobs &jobs, std::span<const uint8_t> data
     auto reply = [&](const sockaddr_in &to, uint8_t extra_flags) {
         Reply &r = replies.emplace_back();
         xagg_hdr result = h;
-        xagg_make_result_hdr(&result, seen, XAGG_F_FALLBACK | extra_flags);
+        xagg_make_result_hdr(&result, slot.seen, slot.marked, XAGG_F_FALLBACK | extra_flags);
         std::memcpy(r.data.data(), &result, sizeof(result));
         std::memcpy(r.data.data() + sizeof(result), vals, values * sizeof(int32_t));
         r.size = sizeof(result) + values * sizeof(int32_t);
@@ -427,7 +438,8 @@ void HostPs::serve(int fd, size_t thread)
         mmsghdr msgs[kBatch]{};
         iovec iov[kBatch];
         sockaddr_in from[kBatch];
-        alignas(cmsghdr) char info[kBatch][CMSG_SPACE(sizeof(in_pktinfo))];
+        alignas(
+            cmsghdr) char info[kBatch][CMSG_SPACE(sizeof(in_pktinfo)) + CMSG_SPACE(sizeof(int))];
         for (unsigned i = 0; i < kBatch; i++) {
             iov[i] = {in[i], kMaxDatagram};
             msgs[i].msg_hdr.msg_iov = &iov[i];
@@ -446,17 +458,21 @@ void HostPs::serve(int fd, size_t thread)
         out.clear();
         for (int i = 0; i < n; i++) {
             const size_t first_reply = out.size();
-            handle(*jobs_now, {in[i], msgs[i].msg_len}, from[i], out);
             // The kernel's local address of the datagram (ip(7): for unicast the one it was
-            // sent to; for a broadcast, the interface's): its replies' source.
+            // sent to; for a broadcast, the interface's): its replies' source. And its TOS.
             in_addr local{};
+            uint8_t tos = 0;
             for (cmsghdr *cm = CMSG_FIRSTHDR(&msgs[i].msg_hdr); cm;
-                 cm = CMSG_NXTHDR(&msgs[i].msg_hdr, cm))
+                 cm = CMSG_NXTHDR(&msgs[i].msg_hdr, cm)) {
                 if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_PKTINFO) {
                     in_pktinfo pi;
                     std::memcpy(&pi, CMSG_DATA(cm), sizeof(pi));
                     local = pi.ipi_spec_dst;
+                } else if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_TOS) {
+                    tos = *CMSG_DATA(cm);  // one byte (ip(7), IP_RECVTOS)
                 }
+            }
+            handle(*jobs_now, {in[i], msgs[i].msg_len}, from[i], tos, out);
             for (size_t r = first_reply; r < out.size(); r++)
                 out[r].source = local;
         }

@@ -64,11 +64,12 @@ public:
         // workers tell aggregators' results apart by it (0: the kernel's choice).
         in_addr source{};
     };
-    // One datagram received from `from`: checked by the acceptance rule (xagg/check.h, the
-    // fast path's own), added into its slot, the replies it causes appended to `replies`.
-    // Returns its outcome, which is also counted.
+    // One datagram received from `from` in an IP packet whose TOS byte was `tos`: checked by
+    // the acceptance rule (xagg/check.h, the fast path's own), added into its slot (a CE mark
+    // counted), the replies it causes appended to `replies`. Returns its outcome, which is
+    // also counted.
     enum xagg_counter handle(std::span<const uint8_t> datagram, const sockaddr_in &from,
-                             std::vector<Reply> &replies);
+                             uint8_t tos, std::vector<Reply> &replies);
 
 private:
     // A job as the serving threads see it: the table's view and the very map entries the fast
@@ -90,7 +91,7 @@ private:
 
     void serve(int fd, size_t thread);
     enum xagg_counter handle(const Jobs &jobs, std::span<const uint8_t> datagram,
-                             const sockaddr_in &from, std::vector<Reply> &replies);
+                             const sockaddr_in &from, uint8_t tos, std::vector<Reply> &replies);
     static void refresh_entries(ServedJob &served);
     std::shared_ptr<const Jobs> jobs() const;
     std::shared_ptr<HostSlots> slots_of(uint32_t job_id) const;

@@ -147,14 +147,24 @@ static XAGG_INLINE enum xagg_counter xagg_verdict_counter(enum xagg_slot_verdict
 }
 
 /* A contribution's header turned, in place, into its result's: RESULT set (with `extra_flags`:
- * RESENT, FALLBACK), the aggregator's rank, the bitmap of the ranks summed, and the key zeroed:
- * results are multicast, and whoever can read them need not learn the key from them. */
-static XAGG_INLINE void xagg_make_result_hdr(struct xagg_hdr *hdr, __u64 seen, __u8 extra_flags)
+ * RESENT, FALLBACK), the aggregator's rank, the bitmap of the ranks summed, the count of them that
+ * arrived marked CE, and the key zeroed: results are multicast, and whoever can read them need
+ * not learn the key from them. */
+static XAGG_INLINE void xagg_make_result_hdr(struct xagg_hdr *hdr, __u64 seen, __u32 marked,
+                                             __u8 extra_flags)
 {
     hdr->flags = XAGG_F_RESULT | extra_flags;
     hdr->rank = XAGG_WIRE16(XAGG_RANK_AGGREGATOR);
+    hdr->marked = (__u8)(marked < XAGG_MAX_WORKERS ? marked : XAGG_MAX_WORKERS);
     hdr->contrib = XAGG_WIRE64(seen);
     hdr->key = 0;
+}
+
+/* The IPv4 TOS byte of a result: ECN-capable, ECT(0), whatever the contribution it was made from
+ * carried (a CE mark on that one is echoed in `marked`, not passed on). */
+static XAGG_INLINE __u8 xagg_result_tos(__u8 contribution_tos)
+{
+    return (__u8)((contribution_tos & ~XAGG_ECN_MASK) | XAGG_ECN_ECT0);
 }
 
 #endif /* XAGG_CHECK_H */

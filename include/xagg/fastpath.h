@@ -102,9 +102,15 @@ struct xagg_slot {
     __u32 round;      /* round whose sum this slot holds */
     __s32 exponent;   /* block exponent every contribution of the round must carry */
     __u32 chunk;      /* the owner's position, region-relative: chunk * parts + part */
+    __u32 marked;     /* of the contributions added, how many arrived marked CE (XAGG_ECN_CE) */
     __u64 seen;       /* bitmap of ranks already added */
     __u64 started_ns; /* CLOCK_MONOTONIC when the round's first contribution arrived */
     __s32 sum[XAGG_CHUNK_ELEMS];
 };
+/* `marked` took what was padding before `seen`: the slot, and a pinned map of them, keep their
+ * size. */
+XAGG_STATIC_ASSERT(__builtin_offsetof(struct xagg_slot, seen) == 24 &&
+                       sizeof(struct xagg_slot) == 40 + XAGG_CHUNK_BYTES,
+                   "a slot is 40 bytes of bookkeeping and a standard chunk's sum");
 
 #endif /* XAGG_FASTPATH_H */

@@ -101,6 +101,17 @@ enum xagg_flags {
     XAGG_F_RESENT = 1u << 3,
 };
 
+/*
+ * Explicit Congestion Notification (RFC 3168), the two low bits of the IPv4 TOS byte. Workers send
+ * contributions ECT(0); a switch whose queue builds marks them CE; the aggregator counts the marked
+ * contributions of a chunk's round and echoes the count in the result's `marked` byte, so that
+ * every worker learns of a congested path within a round trip (docs/PROTOCOL.md, "Congestion
+ * echo"). Results leave the aggregator ECT(0) too, so the path back can be marked as well.
+ */
+#define XAGG_ECN_MASK 0x03u
+#define XAGG_ECN_ECT0 0x02u
+#define XAGG_ECN_CE 0x03u
+
 /* Flags a worker may set on a contribution; any other bit makes the packet malformed. */
 #define XAGG_F_WORKER_MASK (XAGG_F_RETRANSMIT)
 
@@ -114,7 +125,7 @@ struct xagg_hdr {
     __be32 chunk;   /* chunk index within the job's gradient */
     __be16 nelem;   /* int32 values that follow: the job's chunk size, 768 or 2048 */
     __s8 exponent;  /* block exponent: value = int32 * 2^exponent; all ranks must agree */
-    __u8 reserved;  /* zero */
+    __u8 marked;    /* results: of the contributions summed, how many arrived marked CE; else 0 */
     __be64 contrib; /* results: bitmap of the ranks summed (bit r = rank r); zero otherwise */
     __be64 key;     /* contributions: the job's key, handed out at join; zero on results */
 };
@@ -124,6 +135,7 @@ struct xagg_hdr {
 XAGG_STATIC_ASSERT(sizeof(struct xagg_hdr) == 40, "xagg header is 40 bytes on the wire");
 XAGG_STATIC_ASSERT(__builtin_offsetof(struct xagg_hdr, job_id) == 8, "job_id at offset 8");
 XAGG_STATIC_ASSERT(__builtin_offsetof(struct xagg_hdr, nelem) == 20, "nelem at offset 20");
+XAGG_STATIC_ASSERT(__builtin_offsetof(struct xagg_hdr, marked) == 23, "marked at offset 23");
 XAGG_STATIC_ASSERT(__builtin_offsetof(struct xagg_hdr, contrib) == 24, "contrib at offset 24");
 XAGG_STATIC_ASSERT(__builtin_offsetof(struct xagg_hdr, key) == 32, "key at offset 32");
 

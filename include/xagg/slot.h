@@ -96,18 +96,36 @@ static XAGG_INLINE int xagg_slot_owned(const struct xagg_slot *slot, __u32 tag, 
     return slot->tag == tag && slot->chunk == position && slot->seen != 0;
 }
 
+/* What one contribution brings to the slot rule besides its values. */
+struct xagg_contribution {
+    __u32 tag;      /* the job's slot owner tag */
+    __u32 position; /* its chunk times the job's parts (include/xagg/fastpath.h) */
+    __u32 round;
+    __s32 exponent;
+    __u64 bit;     /* the sender's rank bit */
+    __u64 members; /* the ranks whose contributions complete the chunk */
+    __u32 marked;  /* 1 when it arrived with IP ECN = CE, else 0 */
+};
+
+/* What the slot holds once the contribution is decided: what a result carries. */
+struct xagg_slot_outcome {
+    __u64 seen;   /* the ranks summed */
+    __u32 marked; /* how many of them arrived marked CE */
+};
+
 /*
- * The slot rule: what a contribution of `round` from the rank `bit` does to the slot of
- * `position` (its chunk times the job's parts; include/xagg/fastpath.h), given the ranks
- * `members` whose contributions complete it. Updates the slot's bookkeeping, returns the
- * verdict and sets `*op` to what the caller must then do with the payload, under the same lock.
+ * The slot rule: what contribution `c` does to the slot of its position. Updates the slot's
+ * bookkeeping, returns the verdict, sets `*op` to what the caller must then do with the payload
+ * under the same lock, and `*out` to the slot's bitmap and mark count after it.
  */
 static XAGG_INLINE enum xagg_slot_verdict xagg_slot_decide(struct xagg_slot *slot, __u64 now_ns,
-                                                           __u32 tag, __u32 position, __u32 round,
-                                                           __s32 exponent, __u64 bit, __u64 members,
+                                                           const struct xagg_contribution *c,
                                                            enum xagg_payload_op *op,
-                                                           __u64 *seen_out)
+                                                           struct xagg_slot_outcome *out)
 {
+    const __u32 tag = c->tag, position = c->position, round = c->round;
+    const __s32 exponent = c->exponent;
+    const __u64 bit = c->bit, members = c->members;
     enum xagg_slot_verdict verdict;
 
     *op = XAGG_PAYLOAD_NONE;
@@ -121,6 +139,7 @@ static XAGG_INLINE enum xagg_slot_verdict xagg_slot_decide(struct xagg_slot *slo
         slot->round = round;
         slot->exponent = exponent;
         slot->seen = bit;
+        slot->marked = c->marked;
         slot->started_ns = now_ns; /* straggler timeouts count from here */
         *op = XAGG_PAYLOAD_STORE;
         /* In a one-worker job the first contribution is the sum, already in the packet. */
@@ -138,6 +157,7 @@ static XAGG_INLINE enum xagg_slot_verdict xagg_slot_decide(struct xagg_slot *slo
         }
     } else {
         slot->seen |= bit;
+        slot->marked += c->marked;
         if ((slot->seen & members) == members) {
             *op = XAGG_PAYLOAD_ADD_EMIT;
             verdict = XAGG_SLOT_COMPLETED;
@@ -146,20 +166,8 @@ static XAGG_INLINE enum xagg_slot_verdict xagg_slot_decide(struct xagg_slot *slo
             verdict = XAGG_SLOT_ADDED;
         }
     }
-    *seen_out = slot->seen;
-    return verdict;
-}
-
-/* A standard chunk's update: the rule, then its payload step on the one slot. */
-static XAGG_INLINE enum xagg_slot_verdict xagg_slot_update(struct xagg_slot *slot, __u64 now_ns,
-                                                           __u32 tag, __u32 chunk, __u32 round,
-                                                           __s32 exponent, __u64 bit, __u64 members,
-                                                           __s32 *vals, __u64 *seen_out)
-{
-    enum xagg_payload_op op;
-    enum xagg_slot_verdict verdict =
-        xagg_slot_decide(slot, now_ns, tag, chunk, round, exponent, bit, members, &op, seen_out);
-    xagg_payload_apply(op, slot->sum, vals);
+    out->seen = slot->seen;
+    out->marked = slot->marked;
     return verdict;
 }
 
@@ -177,6 +185,7 @@ static XAGG_INLINE void xagg_slot_follow(struct xagg_slot *part, const struct xa
     part->round = lead->round;
     part->exponent = lead->exponent;
     part->seen = lead->seen;
+    part->marked = lead->marked;
     part->started_ns = lead->started_ns;
 }
 

@@ -25,6 +25,7 @@ struct Header {
     uint32_t chunk = 0;
     uint16_t nelem = XAGG_CHUNK_ELEMS;
     int8_t exponent = 0;
+    uint8_t marked = 0;  // results: how many of the contributions summed arrived marked CE
     uint64_t contrib = 0;
     uint64_t key = 0;  // contributions: the job key (zero on results)
 };
@@ -60,6 +61,7 @@ inline size_t encode(const Header &h, std::span<const int32_t> values, std::span
     raw.chunk = htobe32(h.chunk);
     raw.nelem = htobe16(h.nelem);
     raw.exponent = h.exponent;
+    raw.marked = h.marked;
     raw.contrib = htobe64(h.contrib);
     raw.key = htobe64(h.key);
     std::memcpy(out.data(), &raw, sizeof(raw));
@@ -90,6 +92,7 @@ inline std::optional<Header> decode(std::span<const uint8_t> in)
     h.chunk = be32toh(raw.chunk);
     h.nelem = be16toh(raw.nelem);
     h.exponent = raw.exponent;
+    h.marked = raw.marked;
     h.contrib = be64toh(raw.contrib);
     h.key = be64toh(raw.key);
     if (in.size() != kHeaderBytes + size_t{h.nelem} * 4)

@@ -28,11 +28,11 @@ inline uint32_t ip4(const char *dotted)
 // Offsets within a frame without IP options (PROTOCOL.md, "Frame layout").
 namespace off {
 inline constexpr size_t eth_dst = 0, eth_src = 6, eth_type = 12;
-inline constexpr size_t ip = 14, ip_tot_len = 16, ip_frag = 20, ip_ttl = 22, ip_proto = 23,
-                        ip_csum = 24, ip_src = 26, ip_dst = 30;
+inline constexpr size_t ip = 14, ip_tos = 15, ip_tot_len = 16, ip_frag = 20, ip_ttl = 22,
+                        ip_proto = 23, ip_csum = 24, ip_src = 26, ip_dst = 30;
 inline constexpr size_t udp = 34, udp_sport = 34, udp_dport = 36, udp_len = 38, udp_csum = 40;
 inline constexpr size_t x = 42, x_magic = 42, x_version = 46, x_flags = 47, x_rank = 48, x_job = 50,
-                        x_round = 54, x_chunk = 58, x_nelem = 62, x_exp = 64, x_reserved = 65,
+                        x_round = 54, x_chunk = 58, x_nelem = 62, x_exp = 64, x_marked = 65,
                         x_contrib = 66, x_key = 74, payload = 82;
 }  // namespace off
 
@@ -120,6 +120,7 @@ struct Frame {
     uint16_t src_port = 5000;
     uint16_t dst_port = XAGG_DEFAULT_PORT;
     uint8_t ttl = 64;
+    uint8_t tos = XAGG_ECN_ECT0;  // as a worker sends (DSCP 0, ECT(0)); XAGG_ECN_CE: marked
     uint32_t magic = XAGG_MAGIC;
     uint8_t version = XAGG_VERSION;
     uint8_t flags = 0;
@@ -142,6 +143,7 @@ struct Frame {
         put_be16(b, off::eth_type, 0x0800);
         b[off::ip] = 0x45;
         put_be16(b, off::ip_tot_len, static_cast<uint16_t>(20 + udp_len));
+        b[off::ip_tos] = tos;
         b[off::ip_ttl] = ttl;
         b[off::ip_proto] = 17;
         put_be32(b, off::ip_src, src_ip);
