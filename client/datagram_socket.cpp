@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <netinet/udp.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +12,8 @@
 #include <cstring>
 #include <string>
 #include <system_error>
+
+#include "xagg/proto.h"
 
 #ifndef UDP_SEGMENT
 #define UDP_SEGMENT 103
@@ -50,6 +53,12 @@ DatagramSocket::DatagramSocket(in_addr local, uint16_t port, const std::vector<i
     // Never fragment: the fast path sees frames, not reassembled datagrams.
     int pmtu = IP_PMTUDISC_DO;
     setsockopt(fd_, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
+    // ECN-capable transport (ECT(0)) on every contribution; each result's TOS and the kernel's
+    // receive time with it. Best effort: without them the controller has loss alone.
+    int tos = XAGG_ECN_ECT0;
+    setsockopt(fd_, IPPROTO_IP, IP_TOS, &tos, sizeof(tos));
+    setsockopt(fd_, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one));
+    setsockopt(fd_, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one));
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(port);
@@ -148,13 +157,25 @@ size_t DatagramSocket::send_plain(const sockaddr_in &to, const uint8_t *data, si
     return done < 0 ? 0 : static_cast<size_t>(done);
 }
 
+namespace {
+
+int64_t clock_ns(clockid_t clock)
+{
+    timespec t;
+    clock_gettime(clock, &t);
+    return int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec;
+}
+
+}  // namespace
+
 size_t DatagramSocket::receive(
-    const std::function<void(in_addr, std::span<const uint8_t>)> &on_datagram)
+    const std::function<void(const Arrival &, std::span<const uint8_t>)> &on_datagram)
 {
     mmsghdr msgs[kRxSlots];
     iovec iov[kRxSlots];
     sockaddr_in from[kRxSlots];
-    alignas(cmsghdr) char control[kRxSlots][CMSG_SPACE(sizeof(int))];
+    alignas(cmsghdr) char control[kRxSlots][CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(int)) +
+                                            CMSG_SPACE(sizeof(timespec))];
     for (size_t i = 0; i < kRxSlots; i++) {
         iov[i] = {rx_.data() + i * kRxBytes, kRxBytes};
         msgs[i] = {};
@@ -168,20 +189,35 @@ size_t DatagramSocket::receive(
     int got = recvmmsg(fd_, msgs, kRxSlots, MSG_DONTWAIT, nullptr);
     if (got <= 0)
         return 0;
+    // The kernel stamps with CLOCK_REALTIME; the engine keeps time on CLOCK_MONOTONIC. Both read
+    // here, back to back, give the offset between them (off by the ~20 ns between the reads).
+    const int64_t steady = clock_ns(CLOCK_MONOTONIC);
+    const int64_t realtime_to_steady = steady - clock_ns(CLOCK_REALTIME);
     size_t datagrams = 0;
     for (int i = 0; i < got; i++) {
         size_t len = msgs[i].msg_len, segment = len;
-        // With GRO, one buffer may hold several datagrams of `segment` bytes (the last shorter).
+        Arrival arrival{from[i].sin_addr, 0, steady};
+        // With GRO, one buffer may hold several datagrams of `segment` bytes (the last shorter),
+        // of one TOS (GRO does not merge datagrams whose TOS differs) and one receive time.
         for (cmsghdr *cm = CMSG_FIRSTHDR(&msgs[i].msg_hdr); cm;
-             cm = CMSG_NXTHDR(&msgs[i].msg_hdr, cm))
+             cm = CMSG_NXTHDR(&msgs[i].msg_hdr, cm)) {
             if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO) {
                 int s;
                 std::memcpy(&s, CMSG_DATA(cm), sizeof(s));
                 segment = static_cast<size_t>(s);
+            } else if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_TOS) {
+                arrival.tos = *CMSG_DATA(cm);
+            } else if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_TIMESTAMPNS) {
+                timespec t;
+                std::memcpy(&t, CMSG_DATA(cm), sizeof(t));
+                const int64_t at =
+                    int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec + realtime_to_steady;
+                arrival.at_ns = std::min(at, steady);  // never later than now
             }
+        }
         const uint8_t *p = static_cast<const uint8_t *>(iov[i].iov_base);
         for (size_t off = 0; off < len; off += segment, datagrams++)
-            on_datagram(from[i].sin_addr, {p + off, std::min(segment, len - off)});
+            on_datagram(arrival, {p + off, std::min(segment, len - off)});
     }
     return datagrams;
 }

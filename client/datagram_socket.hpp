@@ -6,6 +6,9 @@
 //  - send: UDP GSO, up to kGsoSegments datagrams in one sendmsg and several of those in one
 //    sendmmsg; without GSO, sendmmsg of single datagrams;
 //  - receive: recvmmsg, with UDP GRO on so the kernel may hand over several results at once.
+// Contributions leave ECN-capable, ECT(0), so a congested switch can mark them rather than drop
+// them (docs/PROTOCOL.md, "Congestion echo"); each result comes with its TOS byte and the
+// kernel's receive time.
 #pragma once
 
 #include <netinet/in.h>
@@ -36,9 +39,18 @@ public:
     // many left (fewer when the socket buffer is full; the rest can be sent later).
     size_t send(const sockaddr_in &to, const uint8_t *data, size_t size, size_t count);
 
-    // Reads what has arrived (one batch) and hands each datagram, with the address it came
-    // from, to `on_datagram`. Returns the number of datagrams; 0 when there was nothing to read.
-    size_t receive(const std::function<void(in_addr, std::span<const uint8_t>)> &on_datagram);
+    // How a datagram arrived.
+    struct Arrival {
+        in_addr from{};
+        uint8_t tos = 0;  // the IP header's TOS byte: its low two bits are the ECN field
+        // When the kernel received it (SO_TIMESTAMPNS), on the steady clock of `now_ns()` in
+        // engine.cpp: a worker that was not scheduled for a while does not stretch it.
+        int64_t at_ns = 0;
+    };
+    // Reads what has arrived (one batch) and hands each datagram, with how it arrived, to
+    // `on_datagram`. Returns the number of datagrams; 0 when there was nothing to read.
+    size_t receive(
+        const std::function<void(const Arrival &, std::span<const uint8_t>)> &on_datagram);
 
     bool gso() const { return gso_; }
 

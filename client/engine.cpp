@@ -308,8 +308,10 @@ void Engine::transmit(Channel &ch, std::vector<Use *> &batch, bool retransmit)
 {
     for (size_t i = 0; i < batch.size(); i++)
         encode(*batch[i], retransmit, tx_.data() + i * datagram_bytes_);
-    size_t sent = socket_->send(ch.aggregator, tx_.data(), datagram_bytes_, batch.size());
+    // The send time, as near the wire as a socket gets: just before the system call that hands
+    // the batch to the kernel.
     const int64_t now = now_ns();
+    size_t sent = socket_->send(ch.aggregator, tx_.data(), datagram_bytes_, batch.size());
     const int64_t floor = std::chrono::nanoseconds(options_.timeout).count();
     const int64_t rto = std::min(std::max(floor, ch.srtt_ns + 4 * ch.rttvar_ns), 2'000'000'000l);
     for (size_t i = 0; i < sent; i++) {
@@ -333,8 +335,9 @@ void Engine::transmit(Channel &ch, std::vector<Use *> &batch, bool retransmit)
     batch.erase(batch.begin(), batch.begin() + static_cast<ptrdiff_t>(sent));
 }
 
-void Engine::on_datagram(in_addr from, std::span<const uint8_t> datagram)
+void Engine::on_datagram(const DatagramSocket::Arrival &arrival, std::span<const uint8_t> datagram)
 {
+    const in_addr from = arrival.from;
     auto h = wire::decode(datagram);
     if (!h || !(h->flags & XAGG_F_RESULT) || h->nelem != block_)
         return;
@@ -348,12 +351,13 @@ void Engine::on_datagram(in_addr from, std::span<const uint8_t> datagram)
         Use *u = ch->holder[h->chunk];
         // Only the answer to the round in flight counts; duplicates and late copies do not.
         if (u && u->state == Use::State::in_flight && u->round == h->round)
-            on_result(*u, *h, datagram);
+            on_result(*u, *h, arrival, datagram);
         return;
     }
 }
 
-void Engine::on_result(Use &u, const wire::Header &h, std::span<const uint8_t> datagram)
+void Engine::on_result(Use &u, const wire::Header &h, const DatagramSocket::Arrival &arrival,
+                       std::span<const uint8_t> datagram)
 {
     SubOp &sub = *u.sub;
     Op &op = *sub.op;
@@ -389,13 +393,18 @@ void Engine::on_result(Use &u, const wire::Header &h, std::span<const uint8_t> d
     auto summed = static_cast<unsigned>(std::popcount(h.contrib));
     op.report.contributors =
         op.report.contributors ? std::min(op.report.contributors, summed) : summed;
-    finish_use(u);
+    // The congestion the network marked on this chunk's way: the share of its contributions
+    // marked on the way in, or all of it when the result itself was marked on the way back.
+    double marked = summed ? std::min(1.0, double(h.marked) / summed) : 0;
+    if ((arrival.tos & XAGG_ECN_MASK) == XAGG_ECN_CE)
+        marked = 1;
+    op.report.marked_chunks += marked > 0;
+    finish_use(u, arrival.at_ns, marked);
 }
 
-void Engine::finish_use(Use &u)
+void Engine::finish_use(Use &u, int64_t now, double marked)
 {
     Channel &ch = *u.sub->channel;
-    const int64_t now = now_ns();
     if (u.retries == 0) {  // Karn: a resent chunk's answer may be to either copy
         int64_t sample = now - u.sent_ns;
         ch.min_rtt_ns = ch.min_rtt_ns ? std::min(ch.min_rtt_ns, sample) : sample;
@@ -416,7 +425,11 @@ void Engine::finish_use(Use &u)
     }
     if (options_.congestion_control) {
         const uint64_t cuts = ch.credit.cuts();
-        ch.credit.on_answer(ch.credit_limited, u.retries == 0 ? now - u.sent_ns : 0);
+        ch.credit.on_answer(Answer{.window_full = ch.credit_limited,
+                                   .rtt_ns = u.retries == 0 ? now - u.sent_ns : 0,
+                                   .sent_ns = u.last_sent_ns,
+                                   .at_ns = now,
+                                   .marked = marked});
         u.sub->op->report.credit_cuts += ch.credit.cuts() - cuts;
     }
     ch.sent_order.erase(u.sent_at);
@@ -557,14 +570,16 @@ void Engine::run()
             for (auto &ch : channels_)
                 send_ready(*ch);
             size_t got = 0;
-            for (int i = 0; i < 16; i++) {
-                size_t n = socket_->receive(
-                    [this](in_addr from, std::span<const uint8_t> d) { on_datagram(from, d); });
-                if (n == 0)
-                    break;
+            bool drained = false;
+            for (int i = 0; i < 16 && !drained; i++) {
+                size_t n =
+                    socket_->receive([this](const DatagramSocket::Arrival &a,
+                                            std::span<const uint8_t> d) { on_datagram(a, d); });
+                drained = n == 0;
                 got += n;
             }
-            if (options_.congestion_control)
+            // Only with every result read: results a busy worker has not read yet are not lost.
+            if (options_.congestion_control && drained)
                 for (auto &ch : channels_)
                     detect_losses(*ch, now_ns());
             check_timers();

@@ -167,9 +167,11 @@ private:
     void send_ready(Channel &ch);
     void transmit(Channel &ch, std::vector<Use *> &batch, bool retransmit);
     size_t encode(const Use &u, bool retransmit, uint8_t *out) const;
-    void on_datagram(in_addr from, std::span<const uint8_t> datagram);
-    void on_result(Use &u, const wire::Header &h, std::span<const uint8_t> datagram);
-    void finish_use(Use &u);
+    void on_datagram(const DatagramSocket::Arrival &arrival, std::span<const uint8_t> datagram);
+    void on_result(Use &u, const wire::Header &h, const DatagramSocket::Arrival &arrival,
+                   std::span<const uint8_t> datagram);
+    // `now`: when the answer arrived; `marked`: the fraction of its path marked CE.
+    void finish_use(Use &u, int64_t now, double marked);
     void check_timers();
     void on_loss(Use &u, int64_t now);
     void detect_losses(Channel &ch, int64_t now);

@@ -46,6 +46,7 @@ py::dict report(const xagg::AllReduceReport &r)
     d["retransmits"] = r.retransmits;
     d["early_retransmits"] = r.early_retransmits;
     d["credit_cuts"] = r.credit_cuts;
+    d["marked_chunks"] = r.marked_chunks;
     d["fallback_chunks"] = r.fallback_chunks;
     d["nonfinite_blocks"] = r.nonfinite_blocks;
     d["partial_chunks"] = r.partial_chunks;

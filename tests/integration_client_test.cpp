@@ -5,11 +5,13 @@
 // a worker killed under the evict policy; a tensor split across two aggregators.
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "xagg/proto.h"
@@ -482,6 +484,49 @@ TEST_F(ClientIntegration, UnderAShapedBottleneckResultsStayExactAndFewAreResent)
     std::string shown = run_command("ip netns exec " + topo.sw() + " tc -s qdisc show dev agg");
     EXPECT_NE(shown.find("overlimits"), std::string::npos) << shown;
     EXPECT_EQ(shown.find("overlimits 0 "), std::string::npos) << shown;
+}
+
+// The congestion echo end to end (docs/PROTOCOL.md, "Congestion echo"): behind an aggregator
+// port that marks ECN (bench/ecn_marker.bpf.c, the bench's marking switch port) the workers' ECT
+// contributions are marked CE, the fast path echoes the count in its results, the workers'
+// controllers see it, and every value stays exact. Without ECT on the workers' frames the port
+// would mark nothing; without the echo, no worker would count a marked result.
+TEST_F(ClientIntegration, BehindAnEcnMarkingPortTheMarksReachEveryWorkerAndResultsStayExact)
+{
+    constexpr unsigned kWorkers = 4, kIterations = 3;
+    constexpr uint64_t kElems = 1 << 21;  // 8 MiB
+    Topology topo("e", kWorkers);
+    topo.shape(topo.sw(), "agg", "1gbit");
+    auto daemon = start_daemon(write_config(topo), "xaggd.log");
+    Process marker({XAGG_BINARY_DIR "/bench/xagg-ecn-mark", "--netns", topo.sw(), "--dev", "agg",
+                    "--rate-mbit", "950", "--threshold-bytes", "65536"},
+                   dir_ + "/ecn-mark");
+    // Attached when its filter shows on the port's egress.
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (run_command("tc -n " + topo.sw() + " filter show dev agg egress").find("ecn_marker") ==
+           std::string::npos) {
+        ASSERT_TRUE(marker.running()) << marker.output();
+        ASSERT_LT(std::chrono::steady_clock::now(), deadline) << marker.output();
+        std::this_thread::sleep_for(20ms);
+    }
+    create_job(7, kWorkers, 4096);
+    auto procs = workers(topo, kWorkers, 7,
+                         {"--elems", std::to_string(kElems), "--iterations",
+                          std::to_string(kIterations), "--verify", "--no-autotune"});
+    expect_all_verified(procs, kElems * kIterations);
+    marker.signal(SIGTERM);
+    ASSERT_EQ(marker.wait(30s), 0) << marker.output();
+    const std::string out = marker.output();
+    json port = json::parse(out.substr(out.rfind('{')));
+    EXPECT_GT(port["marked"].get<uint64_t>(), 0u) << port;
+    // Every contribution left the workers ECT(0): the port saw them ECN-capable.
+    EXPECT_GE(port["ect"].get<uint64_t>(), kWorkers * kIterations * kElems / XAGG_CHUNK_ELEMS)
+        << port;
+    for (auto &p : procs) {
+        json r = json::parse(p->output());
+        EXPECT_GT(r["marked_chunks"].get<uint64_t>(), 0u) << r;
+        EXPECT_GT(r["credit_cuts"].get<uint64_t>(), 0u) << r;
+    }
 }
 
 TEST_F(ClientIntegration, AKilledWorkerIsEvictedAndTheOthersFinish)

@@ -56,15 +56,16 @@ struct ClientOptions {
     bool join = true;
     // Chunks in flight per aggregator: the credit, or with congestion control its ceiling.
     unsigned window = 512;
-    // Congestion control (docs/CLIENT.md): the credit follows the network (AIMD on loss), and
-    // a chunk whose result is overdue while later ones came back is sent again within a round
-    // trip instead of after the timer. Off: `window` chunks are kept in flight whatever
-    // happens, and only the timer finds losses.
+    // Congestion control (docs/CLIENT.md): the credit follows the network (DCTCP-style on the
+    // ECN marks the aggregator echoes, AIMD on loss), and a chunk whose result is overdue while
+    // later ones came back is sent again within a round trip instead of after the timer. Off:
+    // `window` chunks are kept in flight whatever happens, and only the timer finds losses.
     bool congestion_control = true;
-    // With congestion control, also cut the credit (to 0.8 of itself) when even the quickest
-    // answer of a window of them took this much longer than the quickest ever: a queue is
-    // building. 0: react to loss alone. Unset: 1 ms on jobs of jumbo chunks, 0 on jobs of
-    // 768-value chunks (docs/CLIENT.md has the measurements behind both).
+    // With congestion control, on a path that dropped without marking (its bottleneck does not
+    // mark ECN), also cut the credit (to 0.8 of itself) when even the quickest answer of two
+    // windows in a row took this much longer than the quickest of the last seconds: a queue is
+    // building. 0: never. Unset: 1 ms on jobs of jumbo chunks, 0 on jobs of 768-value chunks
+    // (docs/CLIENT.md has the measurements behind both).
     std::optional<std::chrono::microseconds> delay_target;
     // Chunks sent back to back (and in one batched send) before the scheduler looks at
     // priorities again: larger is fewer system calls, smaller lets urgent tensors in sooner.
@@ -103,6 +104,7 @@ struct AllReduceReport {
     uint64_t retransmits = 0;        // contributions sent again (found lost early or by the timer)
     uint64_t early_retransmits = 0;  // of those, found lost early (before the timer)
     uint64_t credit_cuts = 0;        // times congestion control cut a credit during the call
+    uint64_t marked_chunks = 0;      // results whose path the network marked CE (ECN)
     uint64_t fallback_chunks = 0;    // results summed by an aggregator's host path
     uint64_t nonfinite_blocks = 0;   // blocks (768 values) set to NaN: some worker had NaN/inf
     uint64_t partial_chunks = 0;     // results that lack an evicted worker's contribution

@@ -12,8 +12,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <iostream>
+#include <numeric>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
@@ -27,6 +29,14 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// CPU time of the whole process, the client's I/O thread included.
+double process_cpu_seconds()
+{
+    timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return double(t.tv_sec) + double(t.tv_nsec) * 1e-9;
+}
 
 struct Options {
     std::vector<std::string> aggregators;
@@ -225,7 +235,7 @@ int run(Options &o)
                                      " values");
     }
     // Per iteration, so that an iteration done again after a recovery counts once.
-    std::vector<double> times(o.iterations, 0);
+    std::vector<double> times(o.iterations, 0), cpu(o.iterations, 0);
     std::vector<Verdict> verdicts(o.iterations);
     xagg::AllReduceReport total;
     unsigned done = o.iterations;
@@ -246,6 +256,7 @@ int run(Options &o)
                 synthesize(o.seed, o.client.rank, it, data, workers);
         }
         auto start = Clock::now();
+        double cpu_start = process_cpu_seconds();
         xagg::AllReduceReport r;
         try {
             // As gloo's baseline passes dist.barrier(): otherwise a worker that prepared its
@@ -253,6 +264,7 @@ int run(Options &o)
             if (o.barrier) {
                 client_ptr->barrier();
                 start = Clock::now();
+                cpu_start = process_cpu_seconds();
             }
             r = client_ptr->allreduce(std::span<T>(data));
         } catch (const xagg::ClientError &e) {
@@ -278,10 +290,12 @@ int run(Options &o)
             continue;
         }
         times[it] = std::chrono::duration<double>(Clock::now() - start).count();
+        cpu[it] = process_cpu_seconds() - cpu_start;
         total.chunks += r.chunks;
         total.retransmits += r.retransmits;
         total.early_retransmits += r.early_retransmits;
         total.credit_cuts += r.credit_cuts;
+        total.marked_chunks += r.marked_chunks;
         total.fallback_chunks += r.fallback_chunks;
         total.nonfinite_blocks += r.nonfinite_blocks;
         total.partial_chunks += r.partial_chunks;
@@ -328,6 +342,8 @@ int run(Options &o)
                             {"retransmits", total.retransmits},
                             {"early_retransmits", total.early_retransmits},
                             {"credit_cuts", total.credit_cuts},
+                            {"marked_chunks", total.marked_chunks},
+                            {"cpu_seconds", std::accumulate(cpu.begin(), cpu.end(), 0.0)},
                             {"fallback_chunks", total.fallback_chunks},
                             {"partial_chunks", total.partial_chunks},
                             {"nonfinite_blocks", total.nonfinite_blocks},
