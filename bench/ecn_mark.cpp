@@ -57,7 +57,10 @@ int main(int argc, char **argv)
         throw std::system_error(errno, std::generic_category(), "loading ecn_marker");
     LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = BPF_TC_EGRESS);
     LIBBPF_OPTS(bpf_tc_opts, opts, .prog_fd = bpf_program__fd(skel->progs.ecn_marker));
+    // libbpf logs the kernel's refusal when a clsact qdisc is there already; that is fine.
+    libbpf_set_print(nullptr);
     int err = bpf_tc_hook_create(&hook);
+    const bool created = err == 0;  // then it goes with us, leaving the port as it was
     if (err && err != -EEXIST)
         throw std::system_error(-err, std::generic_category(), "clsact on " + dev);
     if ((err = bpf_tc_attach(&hook, &opts)) != 0)
@@ -69,6 +72,10 @@ int main(int argc, char **argv)
 
     opts.prog_fd = opts.prog_id = opts.flags = 0;
     bpf_tc_detach(&hook, &opts);
+    if (created) {
+        hook.attach_point = static_cast<bpf_tc_attach_point>(BPF_TC_INGRESS | BPF_TC_EGRESS);
+        bpf_tc_hook_destroy(&hook);
+    }
     const int cpus = libbpf_num_possible_cpus();
     std::vector<marker_stats> per_cpu(static_cast<size_t>(cpus > 0 ? cpus : 1));
     __u32 zero = 0;
