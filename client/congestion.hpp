@@ -53,11 +53,12 @@ struct CongestionParams {
     int64_t base_rtt_period_ns = 5'000'000'000;  // the quickest of the last 1-2 periods
 };
 
-// The delay target a job gets unless told otherwise (ClientOptions::delay_target): 1 ms with
-// jumbo chunks, none (loss alone) with 768-value chunks. Measured (docs/CLIENT.md): a 768-value
-// chunk carries 2.7x fewer bytes per packet, so a CPU-bound host's own queueing passes 1 ms at a
-// credit of 50-100 chunks, too few to batch its work, and the target cost 11-24% unshaped; with
-// jumbo chunks it cost nothing measurable and cut incast resends from 5.5% to under 1%.
+// The delay target a job gets unless told otherwise (ClientOptions::delay_target): none, for both
+// chunk sizes; ECN and loss alone. Measured (bench/run section 9, docs/CLIENT.md): behind a port
+// that does not mark, 1 ms cuts jumbo incast resends from 1.3-5.2% to 0.2-0.3%, but on a busy
+// host whose own drops arm it, it read the host's scheduling as queueing and cost 4-12% where
+// nothing was congested; behind a marking port ECN alone resent nothing. Fabrics that cannot mark
+// set it (1 ms).
 std::chrono::microseconds default_delay_target(size_t chunk_elems);
 
 // One chunk answered, as the controller sees it.

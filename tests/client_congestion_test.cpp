@@ -325,9 +325,9 @@ TEST(CreditController, WithoutATargetDelayIsIgnored)
     EXPECT_EQ(c.cuts(), 0u);
 }
 
-TEST(CreditController, JumboChunkJobsGetADelayTargetAndStandardOnesLossAlone)
+TEST(CreditController, NoJobGetsADelayTargetUnlessItAsks)
 {
-    EXPECT_EQ(default_delay_target(XAGG_JUMBO_CHUNK_ELEMS), std::chrono::microseconds(1000));
+    EXPECT_EQ(default_delay_target(XAGG_JUMBO_CHUNK_ELEMS), std::chrono::microseconds(0));
     EXPECT_EQ(default_delay_target(XAGG_CHUNK_ELEMS), std::chrono::microseconds(0));
 }
 

@@ -64,8 +64,8 @@ struct ClientOptions {
     // With congestion control, on a path that dropped without marking (its bottleneck does not
     // mark ECN), also cut the credit (to 0.8 of itself) when even the quickest answer of two
     // windows in a row took this much longer than the quickest of the last seconds: a queue is
-    // building. 0: never. Unset: 1 ms on jobs of jumbo chunks, 0 on jobs of 768-value chunks
-    // (docs/CLIENT.md has the measurements behind both).
+    // building. 0 or unset: never (ECN and loss alone; docs/CLIENT.md has the measurements).
+    // For fabrics whose switches cannot mark ECN: 1 ms.
     std::optional<std::chrono::microseconds> delay_target;
     // Chunks sent back to back (and in one batched send) before the scheduler looks at
     // priorities again: larger is fewer system calls, smaller lets urgent tensors in sooner.

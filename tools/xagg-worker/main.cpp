@@ -439,7 +439,7 @@ int main(int argc, char **argv)
                  "the timer alone");
     app.add_option("--delay-target-us", o.delay_target_us,
                    "Congestion control also cuts the credit when queueing delay exceeds this "
-                   "(0: on loss alone; default 1000 with jumbo chunks, else 0)");
+                   "on a path that drops without ECN marks (default 0: ECN and loss alone)");
     app.add_option("--partition", o.client.partition_chunks, "Chunks per scheduling partition")
         ->capture_default_str();
     app.add_option("--timeout-ms", o.timeout_ms, "Retransmission timer")->capture_default_str();
