@@ -3,7 +3,6 @@
 
 #include <algorithm>
 
-
 namespace xagg::client {
 
 std::chrono::microseconds default_delay_target(size_t chunk_elems)
