@@ -26,13 +26,18 @@
 /* Set by the loader before load; the defaults make an unconfigured object usable in tests. */
 const volatile __u16 xagg_port = XAGG_DEFAULT_PORT;
 
-static __always_inline int count(enum xagg_counter which, int action)
+static __always_inline void count_n(enum xagg_counter which, __u64 n)
 {
     __u32 key = which;
     __u64 *value = bpf_map_lookup_elem(&counters, &key);
 
     if (value)
-        *value += 1;
+        *value += n;
+}
+
+static __always_inline int count(enum xagg_counter which, int action)
+{
+    count_n(which, 1);
     return action;
 }
 
@@ -319,6 +324,8 @@ int xagg_fastpath(struct xdp_md *ctx)
     if (!found)
         return count(XAGG_CNT_PASS_HOST_OVERFLOW, XDP_PASS);
     enum xagg_counter outcome = xagg_verdict_counter(verdict, job);
+    if (verdict == XAGG_SLOT_ADDED || verdict == XAGG_SLOT_COMPLETED)
+        count_n(XAGG_CNT_SUMMED_VALUES, payload_bytes / sizeof(__s32));
     if (verdict != XAGG_SLOT_COMPLETED && verdict != XAGG_SLOT_RESEND)
         return count(outcome, XDP_DROP);
 

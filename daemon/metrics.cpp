@@ -46,6 +46,13 @@ std::string label_value(const std::string &v)
     return out;
 }
 
+// A job's label. Not `job`: Prometheus gives every scraped series the scrape config's `job`
+// label, and a target's own `job` label is renamed `exported_job` on the way in.
+std::string job_label(uint32_t id)
+{
+    return "xagg_job=\"" + std::to_string(id) + "\"";
+}
+
 }  // namespace
 
 std::string render_metrics(const MetricsSnapshot &s)
@@ -70,9 +77,9 @@ std::string render_metrics(const MetricsSnapshot &s)
         .sample("path=\"fast\"", s.fast[XAGG_CNT_FANOUT_FAILED])
         .sample("path=\"host\"", s.host[XAGG_CNT_FANOUT_FAILED]);
     Family(out, "xagg_aggregated_bytes_total", "counter",
-           "Gradient bytes added into sums (3 KiB per contribution).")
-        .sample("path=\"fast\"", contributions(s.fast) * XAGG_CHUNK_BYTES)
-        .sample("path=\"host\"", contributions(s.host) * XAGG_CHUNK_BYTES);
+           "Gradient bytes added into sums (4 per value of every contribution added).")
+        .sample("path=\"fast\"", summed_bytes(s.fast))
+        .sample("path=\"host\"", summed_bytes(s.host));
     Family(out, "xagg_chunks_completed_total", "counter",
            "Chunk-rounds whose sum was completed and sent.")
         .sample("path=\"fast\"", completions(s.fast))
@@ -81,18 +88,18 @@ std::string render_metrics(const MetricsSnapshot &s)
     {
         Family f(out, "xagg_job_members", "gauge", "Members joined, per job.");
         for (const auto &j : s.jobs)
-            f.sample("job=\"" + std::to_string(j.id) + "\"", uint64_t{j.members.size()});
+            f.sample(job_label(j.id), uint64_t{j.members.size()});
     }
     {
         Family f(out, "xagg_job_workers", "gauge", "Workers a job was created for.");
         for (const auto &j : s.jobs)
-            f.sample("job=\"" + std::to_string(j.id) + "\"", uint64_t{j.workers});
+            f.sample(job_label(j.id), uint64_t{j.workers});
     }
     {
         Family f(out, "xagg_job_chunks", "gauge",
                  "Chunks of a job's gradient (of its chunk size), by the path that serves them.");
         for (const auto &j : s.jobs) {
-            std::string job = "job=\"" + std::to_string(j.id) + "\"";
+            std::string job = job_label(j.id);
             f.sample(job + ",path=\"fast\"", uint64_t{j.region_chunks / j.parts()});
             f.sample(job + ",path=\"host\"", uint64_t{(j.chunks - j.region_chunks) / j.parts()});
         }
@@ -101,19 +108,19 @@ std::string render_metrics(const MetricsSnapshot &s)
         Family f(out, "xagg_straggler_events_total", "counter",
                  "Chunk-rounds left partial longer than the job's timeout.");
         for (const auto &[job, n] : s.straggler_events)
-            f.sample("job=\"" + std::to_string(job) + "\"", n);
+            f.sample(job_label(job), n);
     }
     {
         Family f(out, "xagg_evictions_total", "counter",
                  "Ranks removed from a job by its evict straggler policy (or over the API).");
         for (const auto &j : s.jobs)
-            f.sample("job=\"" + std::to_string(j.id) + "\"", j.evictions);
+            f.sample(job_label(j.id), j.evictions);
     }
     {
         Family f(out, "xagg_job_evicted_ranks", "gauge",
                  "Ranks of a job currently evicted: its results carry the others' sums.");
         for (const auto &j : s.jobs)
-            f.sample("job=\"" + std::to_string(j.id) + "\"",
+            f.sample(job_label(j.id),
                      uint64_t(__builtin_popcountll(j.evicted)));
     }
     uint64_t slot_bytes = 2 * sizeof(xagg_slot);

@@ -95,11 +95,13 @@ protected:
         const enum xagg_counter outcome = host_->handle(d.payload, d.from, d.tos, replies);
         const Counters after = host_->counters();
         for (int c = 0; c < XAGG_CNT_MAX; c++) {
-            const bool copies = c == XAGG_CNT_FANOUT_COPIES;  // counted per copy, beside it
-            if (!copies) {
-                EXPECT_EQ(after[c], before[c] + (c == outcome ? 1 : 0))
-                    << "host counter " << counter_name(static_cast<xagg_counter>(c));
-            }
+            if (c == XAGG_CNT_FANOUT_COPIES)  // counted per copy, beside it
+                continue;
+            const uint64_t want = c == XAGG_CNT_SUMMED_VALUES
+                                      ? (adds_values(outcome) ? nelem_of(frame) : 0)
+                                      : (c == outcome ? 1 : 0);
+            EXPECT_EQ(after[c], before[c] + want)
+                << "host counter " << counter_name(static_cast<xagg_counter>(c));
         }
         return outcome;
     }

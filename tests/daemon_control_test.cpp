@@ -52,12 +52,14 @@ public:
         Counters c{};
         c[XAGG_CNT_COMPLETED] = 42;
         c[XAGG_CNT_AGGREGATED] = 100;
+        c[XAGG_CNT_SUMMED_VALUES] = 142 * XAGG_CHUNK_ELEMS;
         return c;
     }
     Counters host_counters() const override
     {
         Counters c{};
         c[XAGG_CNT_COMPLETED] = 3;
+        c[XAGG_CNT_SUMMED_VALUES] = 3 * XAGG_JUMBO_CHUNK_ELEMS;  // a jumbo job's: 8 KiB each
         return c;
     }
     std::vector<std::string> log;
@@ -334,7 +336,7 @@ TEST_F(ControlTest, StatusDescribesTheNodeItsMemoryAndWhatEachPathCarries)
                                  {"capacity_bytes", 1000 * slot},
                                  {"used_bytes", 1000 * slot}}));
     EXPECT_EQ(s["chunks"], json::parse(R"({"fast":1000,"host":10})"));
-    EXPECT_EQ(s["aggregated_bytes"], json::parse(R"({"fast":436224,"host":9216})"));
+    EXPECT_EQ(s["aggregated_bytes"], json::parse(R"({"fast":436224,"host":24576})"));
     EXPECT_EQ(s["control"]["socket"], "/run/xagg/xaggd.sock");
     EXPECT_GE(s["uptime_seconds"].get<double>(), 0.0);
     expect_refused(R"({"op":"status","verbose":true})", "unknown field 'verbose'");

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -23,6 +24,10 @@ MetricsSnapshot example()
     s.fast[XAGG_CNT_DROP_BAD_MAGIC] = 3;
     s.host[XAGG_CNT_COMPLETED_FANOUT] = 2;
     s.host[XAGG_CNT_FANOUT_COPIES] = 6;
+    // Bytes come from the values summed, not from a chunk size: on the fast path 20 standard
+    // contributions and 10 jumbo ones, on the host path 2 jumbo ones.
+    s.fast[XAGG_CNT_SUMMED_VALUES] = 20 * XAGG_CHUNK_ELEMS + 10 * XAGG_JUMBO_CHUNK_ELEMS;
+    s.host[XAGG_CNT_SUMMED_VALUES] = 2 * XAGG_JUMBO_CHUNK_ELEMS;
     Job j;
     j.id = 7;
     j.workers = 3;
@@ -51,6 +56,12 @@ std::set<std::string> metric_names_in(const std::string &path)
         if (at > 0 && (std::isalnum(static_cast<unsigned char>(r[at - 1])) || r[at - 1] == '-'))
             continue;  // inside another word (a file name, the dashboard's uid)
         size_t end = r.find_first_not_of("abcdefghijklmnopqrstuvwxyz_", at);
+        // A label, not a metric: xagg_job="7", {{xagg_job}}, $labels.xagg_job, by (xagg_job).
+        const bool label = (end < r.size() && std::strchr("=,}", r[end])) ||
+                           (at > 0 && r[at - 1] == '.') ||
+                           (at >= 4 && r.compare(at - 4, 4, "by (") == 0);
+        if (label)
+            continue;
         used.insert(r.substr(at, end - at));
     }
     return used;
@@ -80,14 +91,14 @@ TEST(MetricsTest, SamplesAreExact)
              "xagg_packets_total{path=\"fast\",outcome=\"drop_bad_magic\"} 3\n",
              "xagg_packets_total{path=\"host\",outcome=\"completed_fanout\"} 2\n",
              "xagg_fanout_copies_total{path=\"host\"} 6\n",
-             "xagg_aggregated_bytes_total{path=\"fast\"} 92160\n",
-             "xagg_aggregated_bytes_total{path=\"host\"} 6144\n",
+             "xagg_aggregated_bytes_total{path=\"fast\"} 143360\n",
+             "xagg_aggregated_bytes_total{path=\"host\"} 16384\n",
              "xagg_chunks_completed_total{path=\"fast\"} 10\n",
              "xagg_chunks_completed_total{path=\"host\"} 2\n",
              "xagg_jobs 1\n",
-             "xagg_job_members{job=\"7\"} 1\n",
-             "xagg_job_chunks{job=\"7\",path=\"fast\"} 60\n",
-             "xagg_job_chunks{job=\"7\",path=\"host\"} 40\n",
+             "xagg_job_members{xagg_job=\"7\"} 1\n",
+             "xagg_job_chunks{xagg_job=\"7\",path=\"fast\"} 60\n",
+             "xagg_job_chunks{xagg_job=\"7\",path=\"host\"} 40\n",
              "xagg_api_request_errors_total 1\n",
              "xagg_kernel_info{release=\"6.1.0-57-amd64\",fastpath_variant=\"copy\","
              "jumbo_chunks=\"no\"} 1\n",

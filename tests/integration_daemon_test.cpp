@@ -191,7 +191,7 @@ TEST_F(DaemonIntegration, JobCreatedOverTheApiGivesExactSums)
     create_and_join(kWorkers, kChunks);
     std::string before = scrape(topo);
     EXPECT_EQ(sample(before, "xagg_chunks_completed_total{path=\"fast\"}"), 0u) << before;
-    EXPECT_EQ(sample(before, "xagg_job_members{job=\"7\"}"), kWorkers) << before;
+    EXPECT_EQ(sample(before, "xagg_job_members{xagg_job=\"7\"}"), kWorkers) << before;
     auto workers = start_workers(topo, kWorkers, kChunks, kRounds);
     expect_all_exact(workers, uint64_t{kRounds} * kChunks);
 
@@ -390,7 +390,7 @@ TEST_F(DaemonIntegration, StragglerIsReportedByRankAndNoPartialSumIsSent)
     }
     json stats = control(socket_, {{"op", "stats"}});
     EXPECT_EQ(stats["counters"]["completed"], 0) << stats;
-    EXPECT_EQ(sample(scrape(topo), "xagg_straggler_events_total{job=\"7\"}"), kChunks);
+    EXPECT_EQ(sample(scrape(topo), "xagg_straggler_events_total{xagg_job=\"7\"}"), kChunks);
     EXPECT_NE(daemon->output().find("has waited"), std::string::npos);
 }
 
@@ -442,8 +442,8 @@ TEST_F(DaemonIntegration, EvictedStragglerIsRemovedAndTheJobCompletesWithTheOthe
     }
     EXPECT_EQ(chunks, (std::set<uint32_t>{0, 1, 2, 3})) << job;
     std::string metrics = scrape(topo);
-    EXPECT_EQ(sample(metrics, "xagg_evictions_total{job=\"7\"}"), 1u) << metrics;
-    EXPECT_EQ(sample(metrics, "xagg_job_evicted_ranks{job=\"7\"}"), 1u) << metrics;
+    EXPECT_EQ(sample(metrics, "xagg_evictions_total{xagg_job=\"7\"}"), 1u) << metrics;
+    EXPECT_EQ(sample(metrics, "xagg_job_evicted_ranks{xagg_job=\"7\"}"), 1u) << metrics;
     EXPECT_NE(daemon->output().find("evicted rank 2 from job 7"), std::string::npos);
 }
 
@@ -534,6 +534,18 @@ TEST_F(DaemonIntegration, JumboAndStandardJobsShareTheAggregatorUnderLossAndStay
     EXPECT_EQ(stats["counters"]["completed"], uint64_t{kRounds} * (32 + 10)) << stats;
     EXPECT_EQ(stats["host_counters"]["completed"], uint64_t{kRounds} * (8 + 10)) << stats;
     EXPECT_EQ(stats["counters"]["drop_bad_length"], 0) << stats;
+    // The gradient bytes summed, by each job's own chunk size (two contributions a chunk-round),
+    // in the API and in the metrics Prometheus scrapes.
+    const uint64_t fast_bytes =
+        uint64_t{kRounds} * 2 * (32 * XAGG_CHUNK_BYTES + 10 * XAGG_JUMBO_CHUNK_BYTES);
+    const uint64_t host_bytes =
+        uint64_t{kRounds} * 2 * (8 * XAGG_CHUNK_BYTES + 10 * XAGG_JUMBO_CHUNK_BYTES);
+    EXPECT_EQ(stats["aggregated_bytes"]["fast"], fast_bytes) << stats;
+    EXPECT_EQ(stats["aggregated_bytes"]["host"], host_bytes) << stats;
+    const std::string metrics = scrape(topo);
+    EXPECT_EQ(sample(metrics, "xagg_aggregated_bytes_total{path=\"fast\"}"), fast_bytes);
+    EXPECT_EQ(sample(metrics, "xagg_aggregated_bytes_total{path=\"host\"}"), host_bytes);
+    EXPECT_EQ(sample(metrics, "xagg_job_chunks{xagg_job=\"8\",path=\"fast\"}"), 10u) << metrics;
 }
 
 // One request over the TCP control API, sent from a worker's namespace as a remote worker would.

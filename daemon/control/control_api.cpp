@@ -438,8 +438,7 @@ json ControlApi::stats(const json &r)
     const Counters fast = datapath_.counters(), host = datapath_.host_counters();
     return {{"counters", named(fast)},
             {"host_counters", named(host)},
-            {"aggregated_bytes", per_path(contributions(fast) * XAGG_CHUNK_BYTES,
-                                          contributions(host) * XAGG_CHUNK_BYTES)},
+            {"aggregated_bytes", per_path(summed_bytes(fast), summed_bytes(host))},
             {"chunks_completed", per_path(completions(fast), completions(host))},
             {"uptime_seconds", uptime_seconds()},
             {"jobs", jobs_.jobs().size()},
@@ -473,8 +472,7 @@ json ControlApi::status(const json &r)
                   {"capacity_bytes", jobs_.capacity_chunks() * slot_bytes},
                   {"used_bytes", jobs_.used_chunks() * slot_bytes}}},
                 {"chunks", per_path(fast_chunks, host_chunks)},
-                {"aggregated_bytes", per_path(contributions(fast) * XAGG_CHUNK_BYTES,
-                                              contributions(host) * XAGG_CHUNK_BYTES)}};
+                {"aggregated_bytes", per_path(summed_bytes(fast), summed_bytes(host))}};
     if (node_) {
         NodeStatus n = node_();
         out["interface"] = n.interface;

@@ -400,6 +400,8 @@ enum xagg_counter HostPs::handle(const Jobs &jobs, std::span<const uint8_t> data
         r.to = to;
     };
     const enum xagg_counter result = xagg_verdict_counter(verdict, &served->entry);
+    if (verdict == XAGG_SLOT_ADDED || verdict == XAGG_SLOT_COMPLETED)
+        counters_[XAGG_CNT_SUMMED_VALUES] += values;
     switch (verdict) {
     case XAGG_SLOT_RESEND: reply(from, XAGG_F_RESENT); break;
     case XAGG_SLOT_COMPLETED:

@@ -53,6 +53,10 @@ enum xagg_counter {
      * pass_host_overflow). Dropped before it takes any state: a member cannot grow the daemon's
      * memory by sending indexes no job has. */
     XAGG_CNT_DROP_BEYOND_JOB,
+    /* Both paths, beside a contribution's outcome rather than one: the values of every
+     * contribution added into a sum (aggregated, completed, completed_fanout), 768 or 2048 each,
+     * so that the gradient bytes summed are 4 times this whatever the jobs' chunk sizes. */
+    XAGG_CNT_SUMMED_VALUES,
     XAGG_CNT_MAX,
 };
 

@@ -44,8 +44,9 @@ inline constexpr std::array<std::string_view, XAGG_CNT_MAX> kCounterNames = {
     "drop_bad_udp_checksum",
     "drop_not_linear",
     "drop_beyond_job",
+    "summed_values",
 };
-static_assert(XAGG_CNT_DROP_BEYOND_JOB == 26 && XAGG_CNT_MAX == 27,
+static_assert(XAGG_CNT_SUMMED_VALUES == 27 && XAGG_CNT_MAX == 28,
               "a counter was added or moved: name it in kCounterNames, in enum order");
 
 // Name of a counter, e.g. "drop_bad_magic".
@@ -54,16 +55,25 @@ inline const char *counter_name(enum xagg_counter c)
     return c < XAGG_CNT_MAX ? kCounterNames[c].data() : "unknown";
 }
 
-// Whether a counter counts packets (each packet one outcome), rather than the fan-out's copies.
+// Whether a counter counts packets (each packet one outcome), rather than the fan-out's copies
+// or the values summed.
 inline constexpr bool counts_packets(int c)
 {
-    return c != XAGG_CNT_FANOUT_COPIES && c != XAGG_CNT_FANOUT_FAILED && c < XAGG_CNT_MAX;
+    return c != XAGG_CNT_FANOUT_COPIES && c != XAGG_CNT_FANOUT_FAILED &&
+           c != XAGG_CNT_SUMMED_VALUES && c < XAGG_CNT_MAX;
 }
 
-// Contributions added into sums (each is one chunk of gradient), and chunk-rounds completed.
-inline uint64_t contributions(const Counters &c)
+// Whether an outcome is a contribution added into a sum (its values counted in summed_values).
+inline constexpr bool adds_values(int c)
 {
-    return c[XAGG_CNT_AGGREGATED] + c[XAGG_CNT_COMPLETED] + c[XAGG_CNT_COMPLETED_FANOUT];
+    return c == XAGG_CNT_AGGREGATED || c == XAGG_CNT_COMPLETED || c == XAGG_CNT_COMPLETED_FANOUT;
+}
+
+// Gradient bytes added into sums: each contribution's values, whatever its chunk size; and
+// chunk-rounds completed.
+inline uint64_t summed_bytes(const Counters &c)
+{
+    return c[XAGG_CNT_SUMMED_VALUES] * sizeof(int32_t);
 }
 inline uint64_t completions(const Counters &c)
 {

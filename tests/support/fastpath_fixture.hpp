@@ -198,6 +198,8 @@ protected:
         EXPECT_EQ(r.action, action) << "counter expected: " << counter_name(counter);
         for (int c = 0; c < XAGG_CNT_MAX; c++) {
             uint64_t want = before[c] + (c == counter ? 1 : 0);
+            if (c == XAGG_CNT_SUMMED_VALUES)  // beside the outcome: the values it added
+                want = before[c] + (adds_values(counter) ? nelem_of(in) : 0);
             EXPECT_EQ(after[c], want) << "counter " << counter_name(static_cast<xagg_counter>(c));
         }
         return r;

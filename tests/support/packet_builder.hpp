@@ -57,6 +57,11 @@ inline void put_le32(Bytes &b, size_t at, int32_t v)
     for (int i = 0; i < 4; i++)
         b[at + i] = static_cast<uint8_t>(u >> (8 * i));
 }
+// The xagg header's nelem of a frame built above.
+inline uint16_t nelem_of(const Bytes &frame)
+{
+    return static_cast<uint16_t>((frame[off::x_nelem] << 8) | frame[off::x_nelem + 1]);
+}
 inline int32_t get_le32(const Bytes &b, size_t at)
 {
     uint32_t u = 0;
