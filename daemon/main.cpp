@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include "lib/config/config.hpp"
+#include "lib/config/preflight.hpp"
 #include "daemon/server.hpp"
 
 int main(int argc, char **argv)
@@ -21,7 +22,11 @@ int main(int argc, char **argv)
             config.config_file = argv[i + 1];
         }
     CLI11_PARSE(*app, argc, argv);
+    // The whole config, then this host (the checks `xaggctl config check` makes too): every
+    // problem said at once, before anything is attached or bound.
     auto problems = xagg::daemon::check_config(config);
+    if (problems.empty())
+        problems = xagg::daemon::check_host(config);
     for (const auto &p : problems)
         spdlog::error("{}", p);
     if (!problems.empty())

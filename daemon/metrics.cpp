@@ -120,8 +120,7 @@ std::string render_metrics(const MetricsSnapshot &s)
         Family f(out, "xagg_job_evicted_ranks", "gauge",
                  "Ranks of a job currently evicted: its results carry the others' sums.");
         for (const auto &j : s.jobs)
-            f.sample(job_label(j.id),
-                     uint64_t(__builtin_popcountll(j.evicted)));
+            f.sample(job_label(j.id), uint64_t(__builtin_popcountll(j.evicted)));
     }
     uint64_t slot_bytes = 2 * sizeof(xagg_slot);
     Family(out, "xagg_fastpath_memory_bytes", "gauge",

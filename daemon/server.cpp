@@ -327,10 +327,6 @@ private:
 
     std::unique_ptr<ClusterAgent> start_cluster_agent(uint32_t capacity_chunks) const
     {
-        if (config_.advertise_address.empty())
-            throw std::runtime_error(
-                "etcd_endpoint needs advertise_address: the IPv4 workers "
-                "send this node's chunks to");
         ClusterConfig c;
         c.etcd_endpoint = config_.etcd_endpoint;
         c.prefix = config_.etcd_prefix;

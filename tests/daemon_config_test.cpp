@@ -5,9 +5,12 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <filesystem>
 #include <fstream>
 
 #include "lib/config/config.hpp"
+#include "lib/config/preflight.hpp"
+#include "tests/support/tls.hpp"
 
 namespace xagg::daemon {
 namespace {
@@ -158,6 +161,61 @@ TEST_F(ConfigFileTest, TcpNeedsTlsUnlessPlaintextIsSaidOutright)
                                                         "control_tls_cert is set: choose one"});
     c.control_tls_cert = c.control_tls_key = "";
     EXPECT_EQ(check_config(c), std::vector<std::string>{});
+}
+
+TEST(ConfigTest, EtcdNeedsTheAddressWorkersReachThisNodeAt)
+{
+    Config c;
+    c.interface = "eth0";
+    c.etcd_endpoint = "http://10.0.0.250:2379";
+    EXPECT_EQ(check_config(c),
+              std::vector<std::string>{"etcd_endpoint: needs advertise_address (the IPv4 "
+                                       "workers send this node's chunks to)"});
+    c.advertise_address = "10.0.0.100";
+    EXPECT_EQ(check_config(c), std::vector<std::string>{});
+}
+
+// What xaggd checks against the host before it starts, and `xaggctl config check` with it:
+// addresses it cannot listen on here, TLS files it cannot load, each named with its key.
+TEST_F(ConfigFileTest, TheHostChecksNameTheAddressesAndFilesXaggdCouldNotUse)
+{
+    Config c;
+    c.interface = "lo";  // 65536: carries every chunk
+    c.metrics_address = "127.0.0.1:9873";
+    EXPECT_EQ(check_host(c), std::vector<std::string>{});
+    c.metrics_address = "192.0.2.1:9873";  // TEST-NET-1: no host has it
+    c.control_tcp_address = "127.0.0.1:99999";
+    c.control_token_file = "/nonexistent";
+    c.control_tls_cert = "/nonexistent/cert.pem";
+    c.control_tls_key = "/nonexistent/key.pem";
+    const auto problems = check_host(c);
+    ASSERT_EQ(problems.size(), 3u) << ::testing::PrintToString(problems);
+    EXPECT_EQ(problems[0].rfind("metrics_address = 192.0.2.1:9873: cannot listen on 192.0.2.1 "
+                                "here",
+                                0),
+              0u)
+        << problems[0];
+    EXPECT_EQ(problems[1], "control_tcp_address = 127.0.0.1:99999: the port must be 1-65535");
+    EXPECT_EQ(problems[2].rfind("control_tls_cert/control_tls_key: ", 0), 0u) << problems[2];
+    EXPECT_NE(problems[2].find("/nonexistent/cert.pem"), std::string::npos) << problems[2];
+
+    // With real files: no problem; validate_for_start() runs the same check from a file.
+    const std::string dir = ::testing::TempDir() + "xagg-pki-" + std::to_string(getpid());
+    std::filesystem::create_directories(dir);
+    const test::TestPki pki = test::make_test_pki(dir, "127.0.0.1");
+    const std::string token = dir + "/token";
+    std::ofstream(token) << "0123456789abcdef0123\n";
+    chmod(token.c_str(), 0600);
+    const std::string good =
+        "interface = lo\ncontrol_tcp_address = 127.0.0.1:9874\n"
+        "control_token_file = " +
+        token + "\ncontrol_tls_cert = " + pki.server_cert +
+        "\ncontrol_tls_key = " + pki.server_key + "\n";
+    EXPECT_EQ(validate_for_start(write(good)), std::vector<std::string>{});
+    const auto bad = validate_for_start(write(good + "metrics_address = 192.0.2.1:9873\n"));
+    ASSERT_EQ(bad.size(), 1u) << ::testing::PrintToString(bad);
+    EXPECT_EQ(bad[0].rfind("metrics_address = 192.0.2.1:9873", 0), 0u) << bad[0];
+    std::filesystem::remove_all(dir);
 }
 
 }  // namespace

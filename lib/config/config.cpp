@@ -227,6 +227,9 @@ std::vector<std::string> check_config(const Config &c)
         problems.push_back("control_tcp_plaintext: true, but control_tls_cert is set: choose one");
     if (c.control_tls_cert.empty() != c.control_tls_key.empty())
         problems.push_back("control_tls_cert and control_tls_key: give both or neither");
+    if (!c.etcd_endpoint.empty() && c.advertise_address.empty())
+        problems.push_back(
+            "etcd_endpoint: needs advertise_address (the IPv4 workers send this node's chunks to)");
     return problems;
 }
 

@@ -11,6 +11,7 @@
 #include "tools/xaggctl/completion.hpp"
 #include "tools/xaggctl/exit_codes.hpp"
 #include "lib/config/config.hpp"
+#include "lib/config/preflight.hpp"
 #include "lib/etcd/etcd_client.hpp"
 #include "tools/xaggctl/render.hpp"
 #include "xagg/api.hpp"
@@ -299,13 +300,14 @@ void add_config(CLI::App &app, Cli &cli)
     auto &file = cli.args.file;
     auto *check = config->add_subcommand(
         "check",
-        "Validate FILE as xaggd would at start, without starting anything; problems "
-        "are reported in xaggd's own words, FILE:LINE first");
+        "Validate FILE as xaggd does at start, this host included (MTU, addresses, TLS files), "
+        "without starting anything; problems are reported in xaggd's own words, FILE:LINE "
+        "first");
     check->add_option("FILE", file, "Config file")->required()->type_name("PATH");
     check->footer("Example: xaggctl config check /etc/xagg/xaggd.conf && systemctl reload xaggd");
     check->callback([&cli, &file] {
         cli.action = [&cli, &file] {
-            auto problems = daemon::validate_config_file(file);
+            auto problems = daemon::validate_for_start(file);
             json r = {{"file", file}, {"valid", problems.empty()}, {"problems", problems}};
             print(cli.globals, r, [&] {
                 std::string out;
