@@ -36,7 +36,7 @@ constexpr size_t kRxBytes = 64 * 1024;  // a GRO batch of results
 }  // namespace
 
 DatagramSocket::DatagramSocket(in_addr local, uint16_t port, const std::vector<in_addr> &groups,
-                               bool gso)
+                               bool gso, bool kernel_timestamps)
     : gso_(gso), rx_(kRxSlots * kRxBytes)
 {
     fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -58,7 +58,8 @@ DatagramSocket::DatagramSocket(in_addr local, uint16_t port, const std::vector<i
     int tos = XAGG_ECN_ECT0;
     setsockopt(fd_, IPPROTO_IP, IP_TOS, &tos, sizeof(tos));
     setsockopt(fd_, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one));
-    setsockopt(fd_, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one));
+    if (kernel_timestamps)
+        setsockopt(fd_, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one));
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(port);

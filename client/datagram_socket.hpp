@@ -27,8 +27,11 @@ public:
     static constexpr size_t kGsoBytes = 65000;  // one UDP send's payload stays below 64 KiB
 
     // Binds `port` on every address (so results to the groups and to `local` arrive), joins
-    // `groups` on the interface that has `local`. Non-blocking. Throws std::system_error.
-    DatagramSocket(in_addr local, uint16_t port, const std::vector<in_addr> &groups, bool gso);
+    // `groups` on the interface that has `local`. Non-blocking. `kernel_timestamps`: each
+    // arrival's time is the kernel's receive time, else the time it was read. Throws
+    // std::system_error.
+    DatagramSocket(in_addr local, uint16_t port, const std::vector<in_addr> &groups, bool gso,
+                   bool kernel_timestamps = false);
     ~DatagramSocket();
     DatagramSocket(const DatagramSocket &) = delete;
     DatagramSocket &operator=(const DatagramSocket &) = delete;
@@ -43,8 +46,9 @@ public:
     struct Arrival {
         in_addr from{};
         uint8_t tos = 0;  // the IP header's TOS byte: its low two bits are the ECN field
-        // When the kernel received it (SO_TIMESTAMPNS), on the steady clock of `now_ns()` in
-        // engine.cpp: a worker that was not scheduled for a while does not stretch it.
+        // When the kernel received it (SO_TIMESTAMPNS, with kernel_timestamps; else when it
+        // was read), on the steady clock of `now_ns()` in engine.cpp: a worker that was not
+        // scheduled for a while does not stretch it.
         int64_t at_ns = 0;
     };
     // Reads what has arrived (one batch) and hands each datagram, with how it arrived, to
