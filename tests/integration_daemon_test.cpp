@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -546,6 +547,99 @@ TEST_F(DaemonIntegration, JumboAndStandardJobsShareTheAggregatorUnderLossAndStay
     EXPECT_EQ(sample(metrics, "xagg_aggregated_bytes_total{path=\"fast\"}"), fast_bytes);
     EXPECT_EQ(sample(metrics, "xagg_aggregated_bytes_total{path=\"host\"}"), host_bytes);
     EXPECT_EQ(sample(metrics, "xagg_job_chunks{xagg_job=\"8\",path=\"fast\"}"), 10u) << metrics;
+}
+
+// A GET of Prometheus's HTTP API inside the aggregator's namespace: the JSON reply's `data`.
+json prometheus_get(const Topology &topo, uint16_t port, const std::string &path)
+{
+    json data;
+    Topology::in_netns(topo.agg(), [&] {
+        httplib::Client client("127.0.0.1", port);
+        auto res = client.Get(path);
+        if (res && res->status == 200) {
+            json reply = json::parse(res->body, nullptr, false);
+            if (reply.is_object() && reply["status"] == "success")
+                data = reply["data"];
+        }
+    });
+    return data;
+}
+
+// The real thing an operator runs: Prometheus, with the shipped rules and a default scrape
+// config, scraping xaggd while a jumbo job and a standard one run. Per-job series keep their job
+// id (xagg_job) beside the scrape job's own `job` label, the bytes are the jobs' own chunk
+// sizes', and every shipped rule loads and evaluates.
+TEST_F(DaemonIntegration, ARealPrometheusScrapesTheJobsLabelsAndBytesRight)
+{
+    constexpr uint32_t kStandardChunks = 12, kJumboChunks = 6, kRounds = 10;
+    constexpr uint16_t kPromPort = 19090;
+    Topology topo("p", 4);
+    auto daemon = start_daemon(write_config(topo), "xaggd.log");
+    const std::string config = dir_ + "/prometheus.yml";
+    std::ofstream(config) << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                             "rule_files: ['" XAGG_SOURCE_DIR
+                             "/monitoring/prometheus/xagg-rules.yml']\n"
+                             "scrape_configs:\n  - job_name: xaggd\n    static_configs:\n"
+                             "      - targets: ['127.0.0.1:9873']\n";
+    Process prometheus({"/usr/bin/ip", "netns", "exec", topo.agg(), "/usr/bin/prometheus",
+                        "--config.file=" + config, "--storage.tsdb.path=" + dir_ + "/tsdb",
+                        "--web.listen-address=127.0.0.1:" + std::to_string(kPromPort)},
+                       dir_ + "/prometheus.log");
+
+    const std::string key7 = create_pair(7, kStandardChunks, XAGG_CHUNK_ELEMS, 0);
+    const std::string key9 = create_pair(9, kJumboChunks, XAGG_JUMBO_CHUNK_ELEMS, 2);
+    WorkerRun standard = worker_run(7, 2, kStandardChunks, kRounds, "239.77.0.7", key7);
+    WorkerRun jumbo = worker_run(9, 2, kJumboChunks, kRounds, "239.77.0.9", key9);
+    jumbo.first_host = 2;
+    jumbo.chunk_elems = XAGG_JUMBO_CHUNK_ELEMS;
+    std::filesystem::create_directories(dir_ + "/a");
+    std::filesystem::create_directories(dir_ + "/b");
+    auto a = start_demo_workers(topo, standard, dir_ + "/a");
+    auto b = start_demo_workers(topo, jumbo, dir_ + "/b");
+    expect_all_exact(a, uint64_t{kRounds} * kStandardChunks);
+    expect_all_exact(b, uint64_t{kRounds} * kJumboChunks);
+
+    // Wait until a scrape after the last contribution is in: the bytes reach their final value.
+    const uint64_t bytes =
+        uint64_t{kRounds} * 2 *
+        (kStandardChunks * XAGG_CHUNK_BYTES + kJumboChunks * XAGG_JUMBO_CHUNK_BYTES);
+    const auto deadline = std::chrono::steady_clock::now() + 120s;
+    json summed;
+    for (;;) {
+        ASSERT_TRUE(prometheus.running()) << prometheus.output();
+        summed = prometheus_get(
+            topo, kPromPort,
+            "/api/v1/query?query=xagg_aggregated_bytes_total%7Bpath%3D%22fast%22%7D");
+        if (summed.is_object() && summed["result"].size() == 1 &&
+            summed["result"][0]["value"][1] == std::to_string(bytes))
+            break;
+        ASSERT_LT(std::chrono::steady_clock::now(), deadline) << summed << prometheus.output();
+        std::this_thread::sleep_for(200ms);
+    }
+    EXPECT_EQ(summed["result"][0]["metric"]["job"], "xaggd") << summed;
+
+    // Each job's series: the scrape's job label and the job's own id side by side, nothing
+    // renamed to exported_job.
+    json members = prometheus_get(topo, kPromPort, "/api/v1/query?query=xagg_job_members");
+    ASSERT_TRUE(members.is_object()) << prometheus.output();
+    std::map<std::string, std::string> by_job;
+    for (const json &r : members["result"]) {
+        EXPECT_EQ(r["metric"]["job"], "xaggd") << r;
+        EXPECT_FALSE(r["metric"].contains("exported_job")) << r;
+        by_job[r["metric"]["xagg_job"].get<std::string>()] = r["value"][1].get<std::string>();
+    }
+    EXPECT_EQ(by_job, (std::map<std::string, std::string>{{"7", "2"}, {"9", "2"}}));
+
+    // Every shipped rule loaded and evaluates.
+    json rules = prometheus_get(topo, kPromPort, "/api/v1/rules");
+    ASSERT_TRUE(rules.is_object()) << prometheus.output();
+    size_t evaluated = 0;
+    for (const json &group : rules["groups"])
+        for (const json &rule : group["rules"]) {
+            EXPECT_EQ(rule["health"], "ok") << rule;
+            evaluated++;
+        }
+    EXPECT_GE(evaluated, 9u) << rules;
 }
 
 // One request over the TCP control API, sent from a worker's namespace as a remote worker would.
