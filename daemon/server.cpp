@@ -390,7 +390,8 @@ private:
         return false;
     }
 
-    // Applies what can change at run time (the log level); reports the rest.
+    // Applies what can change at run time (the log level, the TCP API's token and TLS files);
+    // names every other changed key, which takes a restart.
     void reload()
     {
         if (config_.config_file.empty()) {
@@ -412,19 +413,60 @@ private:
             spdlog::error("SIGHUP: {}; keeping the running configuration", e.what());
             return;
         }
-        if (fresh.log_level != config_.log_level) {
-            config_.log_level = fresh.log_level;
-            set_log_level(fresh.log_level);
-            spdlog::info("SIGHUP: log_level is now {}", fresh.log_level);
+        // What can change without a restart is applied; every other changed key is named.
+        for (const std::string &key : changed_keys(config_, fresh)) {
+            if (key == "log_level") {
+                config_.log_level = fresh.log_level;
+                set_log_level(fresh.log_level);
+                spdlog::info("SIGHUP: log_level is now {}", fresh.log_level);
+            } else if (key == "control_token_file" || key == "control_tls_cert" ||
+                       key == "control_tls_key" || key == "control_tls_client_ca") {
+                continue;  // below, together
+            } else {
+                spdlog::warn("SIGHUP: {} changed ({} -> {}) but takes a restart; still {}", key,
+                             value_of(config_, key), value_of(fresh, key), value_of(config_, key));
+            }
         }
-        if (fresh.interface != config_.interface || fresh.port != config_.port ||
-            fresh.max_chunks != config_.max_chunks || fresh.xdp_mode != config_.xdp_mode ||
-            fresh.memory_policy != config_.memory_policy ||
-            fresh.etcd_endpoint != config_.etcd_endpoint || fresh.node_name != config_.node_name ||
-            fresh.advertise_address != config_.advertise_address)
-            spdlog::warn(
-                "SIGHUP: interface, port, xdp_mode, max_chunks, memory_policy and the "
-                "etcd keys take a restart");
+        reload_credentials(fresh);
+    }
+
+    static std::string value_of(const Config &c, const std::string &key)
+    {
+        for (const auto &[k, v] : config_values(c))
+            if (k == key)
+                return v.empty() ? "\"\"" : v;
+        return "";
+    }
+
+    // The TCP API's token and TLS files, read again (a renewed certificate, a rotated token)
+    // whether or not their paths changed: the files themselves are what is renewed. A file that
+    // does not load keeps the running one, said in the log.
+    void reload_credentials(const Config &fresh)
+    {
+        if (config_.control_tcp_address.empty())
+            return;
+        try {
+            std::string token = read_token_file(fresh.control_token_file);
+            std::lock_guard g(state_lock_);
+            token_ = std::move(token);
+            config_.control_token_file = fresh.control_token_file;
+            spdlog::info("SIGHUP: control token read again from {}", fresh.control_token_file);
+        } catch (const std::exception &e) {
+            spdlog::error("SIGHUP: {}; keeping the running token", e.what());
+        }
+        if (config_.control_tcp_plaintext || fresh.control_tls_cert.empty())
+            return;
+        try {
+            control_->replace_tls(tls::server_context(fresh.control_tls_cert, fresh.control_tls_key,
+                                                      fresh.control_tls_client_ca));
+            config_.control_tls_cert = fresh.control_tls_cert;
+            config_.control_tls_key = fresh.control_tls_key;
+            config_.control_tls_client_ca = fresh.control_tls_client_ca;
+            spdlog::info("SIGHUP: TLS certificate {} loaded for new control connections",
+                         fresh.control_tls_cert);
+        } catch (const std::exception &e) {
+            spdlog::error("SIGHUP: {}; keeping the running certificate", e.what());
+        }
     }
 
     Config config_;

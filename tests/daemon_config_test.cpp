@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "lib/config/config.hpp"
 #include "lib/config/preflight.hpp"
@@ -161,6 +162,27 @@ TEST_F(ConfigFileTest, TcpNeedsTlsUnlessPlaintextIsSaidOutright)
                                                         "control_tls_cert is set: choose one"});
     c.control_tls_cert = c.control_tls_key = "";
     EXPECT_EQ(check_config(c), std::vector<std::string>{});
+}
+
+// SIGHUP names every changed key, so config_values() must know every key: the same set as the
+// command line's (and the file's).
+TEST(ConfigTest, EveryKeyHasAValueToCompareOnReload)
+{
+    Config c;
+    auto app = make_cli(c);
+    std::set<std::string> keys, options;
+    for (const auto &[key, value] : config_values(c))
+        keys.insert(key);
+    for (const CLI::Option *o : app->get_options()) {
+        const std::string name = o->get_name();
+        if (name != "--help" && name != "--config" && name.rfind("--", 0) == 0)
+            options.insert(name.substr(2));
+    }
+    EXPECT_EQ(keys, options);
+    Config d = c;
+    d.log_level = "debug";
+    d.control_tls_cert = "/etc/xagg/new.pem";
+    EXPECT_EQ(changed_keys(c, d), (std::vector<std::string>{"control_tls_cert", "log_level"}));
 }
 
 TEST(ConfigTest, EtcdNeedsTheAddressWorkersReachThisNodeAt)

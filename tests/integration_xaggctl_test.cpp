@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 
 #include <filesystem>
+#include <thread>
+#include <csignal>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -269,6 +271,67 @@ TEST_F(XaggctlIntegration, EverySubcommandShowsWhatTheDaemonHoldsAfterRealTraffi
     Result as_json = ctl("config check " + bad + " --json");
     EXPECT_EQ(as_json.code, 6);
     EXPECT_EQ(json::parse(as_json.out)["problems"].size(), 2u) << as_json.out;
+}
+
+// SIGHUP, as `systemctl reload xaggd` sends it: a renewed TLS certificate and a rotated token
+// take effect for new connections without a restart, and every other changed key is named in
+// the log as one that takes a restart, with the value still in force.
+TEST_F(XaggctlIntegration, ReloadTakesNewCertificatesAndTokensAndNamesWhatNeedsARestart)
+{
+    Topology topo("r", 1);
+    std::string config = write_config(topo);
+    std::filesystem::create_directories(dir_ + "/a");
+    std::filesystem::create_directories(dir_ + "/b");
+    const TestPki old_pki = make_test_pki(dir_ + "/a", kAggAddr);
+    const TestPki new_pki = make_test_pki(dir_ + "/b", kAggAddr);
+    const std::string cert = dir_ + "/server.pem", key = dir_ + "/server.key";
+    const auto install = [&](const TestPki &pki) {
+        std::filesystem::copy_file(pki.server_cert, cert,
+                                   std::filesystem::copy_options::overwrite_existing);
+        std::filesystem::copy_file(pki.server_key, key,
+                                   std::filesystem::copy_options::overwrite_existing);
+    };
+    const auto write_token = [&](const std::string &token) {
+        std::filesystem::remove(dir_ + "/token");
+        std::ofstream(dir_ + "/token") << token << "\n";
+        std::filesystem::permissions(dir_ + "/token", std::filesystem::perms::owner_read);
+    };
+    install(old_pki);
+    write_token(kToken);
+    const std::string tcp_lines =
+        "control_tcp_address = 0.0.0.0:9874\ncontrol_token_file = " + dir_ +
+        "/token\ncontrol_tls_cert = " + cert + "\ncontrol_tls_key = " + key + "\n";
+    std::ofstream(config, std::ios::app) << tcp_lines;
+    auto daemon = start_daemon(config, "xaggd.log");
+    const auto remote = [&](const std::string &ca, const std::string &token) {
+        return sh("ip netns exec " + topo.worker(0) + " " XAGG_BINARY_DIR "/tools/xaggctl --host " +
+                  kAggAddr + ":9874 --ca " + ca + " --token " + token + " status");
+    };
+    EXPECT_EQ(remote(old_pki.ca, kToken).code, 0);
+    EXPECT_EQ(remote(new_pki.ca, kToken).code, 2);
+
+    // Renewed: a certificate of another CA, a new token, and a key that takes a restart.
+    const std::string new_token = "rotated-token-abcdefghijklmnopqrstuvwxyz";
+    install(new_pki);
+    write_token(new_token);
+    std::ofstream(config, std::ios::app) << "host_ps_threads = 3\n";
+    daemon->signal(SIGHUP);
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (daemon->output().find("SIGHUP: TLS certificate") == std::string::npos) {
+        ASSERT_TRUE(daemon->running()) << daemon->output();
+        ASSERT_LT(std::chrono::steady_clock::now(), deadline) << daemon->output();
+        std::this_thread::sleep_for(20ms);
+    }
+    const std::string log = daemon->output();
+    EXPECT_NE(log.find("SIGHUP: host_ps_threads changed (2 -> 3) but takes a restart; still 2"),
+              std::string::npos)
+        << log;
+    EXPECT_NE(log.find("SIGHUP: control token read again from " + dir_ + "/token"),
+              std::string::npos)
+        << log;
+    EXPECT_EQ(remote(new_pki.ca, new_token).code, 0);
+    EXPECT_EQ(remote(old_pki.ca, new_token).code, 2);  // the old certificate is gone
+    EXPECT_EQ(remote(new_pki.ca, kToken).code, 5);     // and the old token
 }
 
 TEST_F(XaggctlIntegration, EachErrorHasItsExitCodeAndSaysWhatToDo)

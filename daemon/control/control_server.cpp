@@ -121,6 +121,15 @@ void ControlServer::listen_tcp(const std::string &address, tls::Context tls)
     listeners_.push_back({fd, true, std::move(tls)});
 }
 
+void ControlServer::replace_tls(tls::Context tls)
+{
+    for (Listener &l : listeners_)
+        if (l.tls) {
+            SSL_CTX_up_ref(tls.get());
+            l.tls.reset(tls.get());
+        }
+}
+
 void ControlServer::poll_fds(std::vector<pollfd> &fds) const
 {
     for (const auto &l : listeners_)

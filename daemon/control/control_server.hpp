@@ -80,6 +80,9 @@ public:
     // with `tls`, every TCP connection is TLS (handshake first, within the request timeout).
     void listen_unix(const std::string &path, const std::string &mode);
     void listen_tcp(const std::string &address, tls::Context tls = nullptr);
+    // New certificates for the TLS listeners (SIGHUP): connections from now on use `tls`; open
+    // ones keep the context they were accepted with (OpenSSL counts its references).
+    void replace_tls(tls::Context tls);
 
     // The poll loop's part: append what to wait for; then, after poll(), serve what is ready
     // (fds[first..] are the ones poll_fds appended) and close what timed out.

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <type_traits>
 #include <sstream>
 #include <stdexcept>
 
@@ -199,6 +200,63 @@ std::vector<std::string> check_config_file(const std::string &path)
         }
     }
     return problems;
+}
+
+std::vector<std::pair<std::string, std::string>> config_values(const Config &c)
+{
+    const auto text = [](const auto &v) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(v)>, std::string>)
+            return v;
+        else if constexpr (std::is_same_v<std::decay_t<decltype(v)>, bool>)
+            return std::string(v ? "true" : "false");
+        else {
+            std::ostringstream out;
+            out << v;
+            return out.str();
+        }
+    };
+    return {{"interface", c.interface},
+            {"datapath", c.datapath},
+            {"xdp_mode", c.xdp_mode},
+            {"port", text(c.port)},
+            {"max_chunks", text(c.max_chunks)},
+            {"max_jobs", text(c.max_jobs)},
+            {"min_job_chunks", text(c.min_job_chunks)},
+            {"memory_policy", c.memory_policy},
+            {"bpffs_dir", c.bpffs_dir},
+            {"state_dir", c.state_dir},
+            {"host_slots_dir", c.host_slots_dir},
+            {"control_socket", c.control_socket},
+            {"control_socket_mode", c.control_socket_mode},
+            {"group_base", c.group_base},
+            {"metrics_address", c.metrics_address},
+            {"control_tcp_address", c.control_tcp_address},
+            {"control_token_file", c.control_token_file},
+            {"control_tls_cert", c.control_tls_cert},
+            {"control_tls_key", c.control_tls_key},
+            {"control_tls_client_ca", c.control_tls_client_ca},
+            {"control_tcp_plaintext", text(c.control_tcp_plaintext)},
+            {"control_max_connections", text(c.control_max_connections)},
+            {"control_request_timeout_ms", text(c.control_request_timeout_ms)},
+            {"host_ps_threads", text(c.host_ps_threads)},
+            {"log_level", c.log_level},
+            {"etcd_endpoint", c.etcd_endpoint},
+            {"etcd_prefix", c.etcd_prefix},
+            {"etcd_lease_ttl", text(c.etcd_lease_ttl)},
+            {"node_name", c.node_name},
+            {"advertise_address", c.advertise_address},
+            {"node_rate", text(c.node_rate)},
+            {"netns", c.netns}};
+}
+
+std::vector<std::string> changed_keys(const Config &before, const Config &after)
+{
+    const auto a = config_values(before), b = config_values(after);
+    std::vector<std::string> changed;
+    for (size_t i = 0; i < a.size(); i++)
+        if (a[i].second != b[i].second)
+            changed.push_back(a[i].first);
+    return changed;
 }
 
 std::vector<std::string> check_config(const Config &c)

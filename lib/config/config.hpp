@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "xagg/defaults.h"
@@ -55,6 +56,12 @@ struct Config {
     std::string netns;              // `ip netns` namespace to run in (tests, demos)
     std::string config_file;        // the file these came from, if any
 };
+
+// Every key of the config file with its value in `config`, as text, in make_cli()'s order.
+std::vector<std::pair<std::string, std::string>> config_values(const Config &config);
+
+// The keys whose values differ between two configs.
+std::vector<std::string> changed_keys(const Config &before, const Config &after);
 
 // The CLI11 application that parses into `config`. Shared by the daemon and `config check`.
 std::unique_ptr<CLI::App> make_cli(Config &config);
