@@ -176,6 +176,28 @@ protected:
         return key;
     }
 
+    // Runs job `standard` (of standard chunks, ranks in worker namespaces 0-1) and job `jumbo`
+    // (of jumbo chunks, namespaces 2-3), made by create_pair(), side by side for `rounds`
+    // rounds of demo workers; every result must be the exact sum.
+    void run_standard_and_jumbo(const Topology &topo, uint32_t standard, uint32_t standard_chunks,
+                                const std::string &standard_key, uint32_t jumbo,
+                                uint32_t jumbo_chunks, const std::string &jumbo_key,
+                                uint32_t rounds)
+    {
+        const auto group = [](uint32_t job) { return "239.77.0." + std::to_string(job); };
+        WorkerRun a_run =
+            worker_run(standard, 2, standard_chunks, rounds, group(standard), standard_key);
+        WorkerRun b_run = worker_run(jumbo, 2, jumbo_chunks, rounds, group(jumbo), jumbo_key);
+        b_run.first_host = 2;
+        b_run.chunk_elems = XAGG_JUMBO_CHUNK_ELEMS;
+        std::filesystem::create_directories(dir_ + "/a");
+        std::filesystem::create_directories(dir_ + "/b");
+        auto a = start_demo_workers(topo, a_run, dir_ + "/a");
+        auto b = start_demo_workers(topo, b_run, dir_ + "/b");
+        expect_all_exact(a, uint64_t{rounds} * standard_chunks);
+        expect_all_exact(b, uint64_t{rounds} * jumbo_chunks);
+    }
+
     std::string key_;  // kJob's key, from the last join_all
 };
 
@@ -518,16 +540,7 @@ TEST_F(DaemonIntegration, JumboAndStandardJobsShareTheAggregatorUnderLossAndStay
     EXPECT_EQ(job8["fast_path_chunks"], 10) << job8;
     EXPECT_EQ(job8["host_path_chunks"], 10) << job8;
 
-    WorkerRun standard = worker_run(7, 2, kStandardChunks, kRounds, "239.77.0.7", key7);
-    WorkerRun jumbo = worker_run(8, 2, kJumboChunks, kRounds, "239.77.0.8", key8);
-    jumbo.first_host = 2;
-    jumbo.chunk_elems = XAGG_JUMBO_CHUNK_ELEMS;
-    std::filesystem::create_directories(dir_ + "/a");
-    std::filesystem::create_directories(dir_ + "/b");
-    auto a = start_demo_workers(topo, standard, dir_ + "/a");
-    auto b = start_demo_workers(topo, jumbo, dir_ + "/b");
-    expect_all_exact(a, uint64_t{kRounds} * kStandardChunks);
-    expect_all_exact(b, uint64_t{kRounds} * kJumboChunks);
+    run_standard_and_jumbo(topo, 7, kStandardChunks, key7, 8, kJumboChunks, key8, kRounds);
 
     // Each chunk-round completed exactly once, on the path that holds it: the fast path the
     // regions, the host path the rest.
@@ -588,16 +601,7 @@ TEST_F(DaemonIntegration, ARealPrometheusScrapesTheJobsLabelsAndBytesRight)
 
     const std::string key7 = create_pair(7, kStandardChunks, XAGG_CHUNK_ELEMS, 0);
     const std::string key9 = create_pair(9, kJumboChunks, XAGG_JUMBO_CHUNK_ELEMS, 2);
-    WorkerRun standard = worker_run(7, 2, kStandardChunks, kRounds, "239.77.0.7", key7);
-    WorkerRun jumbo = worker_run(9, 2, kJumboChunks, kRounds, "239.77.0.9", key9);
-    jumbo.first_host = 2;
-    jumbo.chunk_elems = XAGG_JUMBO_CHUNK_ELEMS;
-    std::filesystem::create_directories(dir_ + "/a");
-    std::filesystem::create_directories(dir_ + "/b");
-    auto a = start_demo_workers(topo, standard, dir_ + "/a");
-    auto b = start_demo_workers(topo, jumbo, dir_ + "/b");
-    expect_all_exact(a, uint64_t{kRounds} * kStandardChunks);
-    expect_all_exact(b, uint64_t{kRounds} * kJumboChunks);
+    run_standard_and_jumbo(topo, 7, kStandardChunks, key7, 9, kJumboChunks, key9, kRounds);
 
     // Wait until a scrape after the last contribution is in: the bytes reach their final value.
     const uint64_t bytes =

@@ -291,12 +291,13 @@ std::vector<std::string> check_config(const Config &c)
     return problems;
 }
 
-std::vector<std::string> validate_config_file(const std::string &path)
+std::vector<std::string> validate_config_file(const std::string &path, Config *parsed)
 {
     auto problems = check_config_file(path);
     if (!problems.empty())
         return problems;
-    Config config;
+    Config local;
+    Config &config = parsed ? *parsed : local;
     auto app = make_cli(config);
     std::ifstream in(path);
     try {

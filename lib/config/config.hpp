@@ -76,7 +76,8 @@ std::vector<std::string> check_config(const Config &config);
 // Everything xaggd would refuse to start with in this config file, in xaggd's words: its lines
 // (check_config_file), then the whole (check_config), then the token file it names. Empty when
 // the file is good. What `xaggctl config check` runs.
-std::vector<std::string> validate_config_file(const std::string &path);
+// `parsed`, when given, receives the config the file holds (when it parses).
+std::vector<std::string> validate_config_file(const std::string &path, Config *parsed = nullptr);
 
 // The control API's token: the first line of the file, trailing blanks removed. A file anyone
 // may read is no secret and is refused, as is a token shorter than 16 characters. Throws

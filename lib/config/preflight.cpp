@@ -8,10 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <stdexcept>
-
-#include <CLI/CLI.hpp>
 
 #include "lib/sys/mtu.hpp"
 #include "lib/tls/tls.hpp"
@@ -74,14 +71,9 @@ std::vector<std::string> check_host(const Config &c)
 
 std::vector<std::string> validate_for_start(const std::string &path)
 {
-    auto problems = validate_config_file(path);
-    if (!problems.empty())
-        return problems;
     Config config;
-    auto app = make_cli(config);
-    std::ifstream in(path);
-    app->parse_from_stream(in);  // validate_config_file() parsed it already
-    return check_host(config);
+    auto problems = validate_config_file(path, &config);
+    return problems.empty() ? check_host(config) : problems;
 }
 
 }  // namespace xagg::daemon
