@@ -324,8 +324,11 @@ int xagg_fastpath(struct xdp_md *ctx)
     if (!found)
         return count(XAGG_CNT_PASS_HOST_OVERFLOW, XDP_PASS);
     enum xagg_counter outcome = xagg_verdict_counter(verdict, job);
-    if (verdict == XAGG_SLOT_ADDED || verdict == XAGG_SLOT_COMPLETED)
+    if (verdict == XAGG_SLOT_ADDED || verdict == XAGG_SLOT_COMPLETED) {
         count_n(XAGG_CNT_SUMMED_VALUES, payload_bytes / sizeof(__s32));
+        if (contribution.marked)
+            count_n(XAGG_CNT_CE_MARKED, 1);
+    }
     if (verdict != XAGG_SLOT_COMPLETED && verdict != XAGG_SLOT_RESEND)
         return count(outcome, XDP_DROP);
 

@@ -80,6 +80,10 @@ std::string render_metrics(const MetricsSnapshot &s)
            "Gradient bytes added into sums (4 per value of every contribution added).")
         .sample("path=\"fast\"", summed_bytes(s.fast))
         .sample("path=\"host\"", summed_bytes(s.host));
+    Family(out, "xagg_ecn_marked_total", "counter",
+           "Contributions added that the network marked CE (ECN) on their way here.")
+        .sample("path=\"fast\"", s.fast[XAGG_CNT_CE_MARKED])
+        .sample("path=\"host\"", s.host[XAGG_CNT_CE_MARKED]);
     Family(out, "xagg_chunks_completed_total", "counter",
            "Chunk-rounds whose sum was completed and sent.")
         .sample("path=\"fast\"", completions(s.fast))

@@ -97,9 +97,10 @@ protected:
         for (int c = 0; c < XAGG_CNT_MAX; c++) {
             if (c == XAGG_CNT_FANOUT_COPIES)  // counted per copy, beside it
                 continue;
-            const uint64_t want = c == XAGG_CNT_SUMMED_VALUES
-                                      ? (adds_values(outcome) ? nelem_of(frame) : 0)
-                                      : (c == outcome ? 1 : 0);
+            const uint64_t want =
+                c == XAGG_CNT_SUMMED_VALUES ? (adds_values(outcome) ? nelem_of(frame) : 0)
+                : c == XAGG_CNT_CE_MARKED   ? (adds_values(outcome) && ce_marked(frame) ? 1 : 0)
+                                            : (c == outcome ? 1 : 0);
             EXPECT_EQ(after[c], before[c] + want)
                 << "host counter " << counter_name(static_cast<xagg_counter>(c));
         }

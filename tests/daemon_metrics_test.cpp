@@ -28,6 +28,7 @@ MetricsSnapshot example()
     // contributions and 10 jumbo ones, on the host path 2 jumbo ones.
     s.fast[XAGG_CNT_SUMMED_VALUES] = 20 * XAGG_CHUNK_ELEMS + 10 * XAGG_JUMBO_CHUNK_ELEMS;
     s.host[XAGG_CNT_SUMMED_VALUES] = 2 * XAGG_JUMBO_CHUNK_ELEMS;
+    s.fast[XAGG_CNT_CE_MARKED] = 4;
     Job j;
     j.id = 7;
     j.workers = 3;
@@ -94,6 +95,8 @@ TEST(MetricsTest, SamplesAreExact)
              "xagg_aggregated_bytes_total{path=\"fast\"} 143360\n",
              "xagg_aggregated_bytes_total{path=\"host\"} 16384\n",
              "xagg_chunks_completed_total{path=\"fast\"} 10\n",
+             "xagg_ecn_marked_total{path=\"fast\"} 4\n",
+             "xagg_ecn_marked_total{path=\"host\"} 0\n",
              "xagg_chunks_completed_total{path=\"host\"} 2\n",
              "xagg_jobs 1\n",
              "xagg_job_members{xagg_job=\"7\"} 1\n",

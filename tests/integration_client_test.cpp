@@ -527,6 +527,11 @@ TEST_F(ClientIntegration, BehindAnEcnMarkingPortTheMarksReachEveryWorkerAndResul
         EXPECT_GT(r["marked_chunks"].get<uint64_t>(), 0u) << r;
         EXPECT_GT(r["credit_cuts"].get<uint64_t>(), 0u) << r;
     }
+    // The aggregator counted the marks it echoed, no more than the port made.
+    json stats = control(socket_, {{"op", "stats"}});
+    const uint64_t counted = stats["counters"]["ce_marked"].get<uint64_t>();
+    EXPECT_GT(counted, 0u) << stats;
+    EXPECT_LE(counted, port["marked"].get<uint64_t>()) << stats << port;
 }
 
 TEST_F(ClientIntegration, AKilledWorkerIsEvictedAndTheOthersFinish)

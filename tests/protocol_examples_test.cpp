@@ -199,9 +199,11 @@ TEST_F(ProtocolExamplesTest, EveryExampleFrameDoesWhatTheDocumentSays)
                                                   : XDP_DROP)
             << "action=" << action;
         for (int c = 0; c < XAGG_CNT_MAX; c++)
-            EXPECT_EQ(after[c] - before[c], c == XAGG_CNT_SUMMED_VALUES
-                                                ? (adds_values(want) ? nelem_of(f.bytes) : 0u)
-                                                : (c == want ? 1u : 0u))
+            EXPECT_EQ(after[c] - before[c],
+                      c == XAGG_CNT_SUMMED_VALUES ? (adds_values(want) ? nelem_of(f.bytes) : 0u)
+                      : c == XAGG_CNT_CE_MARKED
+                          ? (adds_values(want) && ce_marked(f.bytes) ? 1u : 0u)
+                          : (c == want ? 1u : 0u))
                 << counter_name(static_cast<xagg_counter>(c));
         if (reply) {
             EXPECT_EQ(out, reply->bytes) << "the reply is not frame " << reply->name;

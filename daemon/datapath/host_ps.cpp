@@ -400,8 +400,11 @@ enum xagg_counter HostPs::handle(const Jobs &jobs, std::span<const uint8_t> data
         r.to = to;
     };
     const enum xagg_counter result = xagg_verdict_counter(verdict, &served->entry);
-    if (verdict == XAGG_SLOT_ADDED || verdict == XAGG_SLOT_COMPLETED)
+    if (verdict == XAGG_SLOT_ADDED || verdict == XAGG_SLOT_COMPLETED) {
         counters_[XAGG_CNT_SUMMED_VALUES] += values;
+        if ((tos & XAGG_ECN_MASK) == XAGG_ECN_CE)
+            counters_[XAGG_CNT_CE_MARKED]++;
+    }
     switch (verdict) {
     case XAGG_SLOT_RESEND: reply(from, XAGG_F_RESENT); break;
     case XAGG_SLOT_COMPLETED:

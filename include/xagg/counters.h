@@ -57,6 +57,10 @@ enum xagg_counter {
      * contribution added into a sum (aggregated, completed, completed_fanout), 768 or 2048 each,
      * so that the gradient bytes summed are 4 times this whatever the jobs' chunk sizes. */
     XAGG_CNT_SUMMED_VALUES,
+    /* Both paths, beside the outcome too: contributions added that arrived marked CE (IP ECN
+     * = 11), the marks the results echo (docs/PROTOCOL.md, "Congestion echo"): congestion on
+     * the way to this aggregator. */
+    XAGG_CNT_CE_MARKED,
     XAGG_CNT_MAX,
 };
 

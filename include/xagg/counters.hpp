@@ -45,8 +45,9 @@ inline constexpr std::array<std::string_view, XAGG_CNT_MAX> kCounterNames = {
     "drop_not_linear",
     "drop_beyond_job",
     "summed_values",
+    "ce_marked",
 };
-static_assert(XAGG_CNT_SUMMED_VALUES == 27 && XAGG_CNT_MAX == 28,
+static_assert(XAGG_CNT_CE_MARKED == 28 && XAGG_CNT_MAX == 29,
               "a counter was added or moved: name it in kCounterNames, in enum order");
 
 // Name of a counter, e.g. "drop_bad_magic".
@@ -55,12 +56,12 @@ inline const char *counter_name(enum xagg_counter c)
     return c < XAGG_CNT_MAX ? kCounterNames[c].data() : "unknown";
 }
 
-// Whether a counter counts packets (each packet one outcome), rather than the fan-out's copies
-// or the values summed.
+// Whether a counter counts packets (each packet one outcome), rather than the fan-out's copies,
+// the values summed or the CE marks among them.
 inline constexpr bool counts_packets(int c)
 {
     return c != XAGG_CNT_FANOUT_COPIES && c != XAGG_CNT_FANOUT_FAILED &&
-           c != XAGG_CNT_SUMMED_VALUES && c < XAGG_CNT_MAX;
+           c != XAGG_CNT_SUMMED_VALUES && c != XAGG_CNT_CE_MARKED && c < XAGG_CNT_MAX;
 }
 
 // Whether an outcome is a contribution added into a sum (its values counted in summed_values).

@@ -200,6 +200,8 @@ protected:
             uint64_t want = before[c] + (c == counter ? 1 : 0);
             if (c == XAGG_CNT_SUMMED_VALUES)  // beside the outcome: the values it added
                 want = before[c] + (adds_values(counter) ? nelem_of(in) : 0);
+            if (c == XAGG_CNT_CE_MARKED)  // and whether it came marked
+                want = before[c] + (adds_values(counter) && ce_marked(in) ? 1 : 0);
             EXPECT_EQ(after[c], want) << "counter " << counter_name(static_cast<xagg_counter>(c));
         }
         return r;

@@ -62,6 +62,11 @@ inline uint16_t nelem_of(const Bytes &frame)
 {
     return static_cast<uint16_t>((frame[off::x_nelem] << 8) | frame[off::x_nelem + 1]);
 }
+// Whether a frame built above arrived marked Congestion Experienced.
+inline bool ce_marked(const Bytes &frame)
+{
+    return (frame[off::ip_tos] & XAGG_ECN_MASK) == XAGG_ECN_CE;
+}
 inline int32_t get_le32(const Bytes &b, size_t at)
 {
     uint32_t u = 0;
