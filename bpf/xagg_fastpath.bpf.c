@@ -314,7 +314,7 @@ int xagg_fastpath(struct xdp_md *ctx)
         .exponent = hdr->exponent,
         .bit = bit,
         .members = job->members,
-        .marked = (ip->tos & XAGG_ECN_MASK) == XAGG_ECN_CE,
+        .marked = xagg_tos_marked(ip->tos),
     };
     struct xagg_slot_outcome slot = {};
     int found;

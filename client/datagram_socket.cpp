@@ -37,7 +37,7 @@ constexpr size_t kRxBytes = 64 * 1024;  // a GRO batch of results
 
 DatagramSocket::DatagramSocket(in_addr local, uint16_t port, const std::vector<in_addr> &groups,
                                bool gso, bool kernel_timestamps)
-    : gso_(gso), rx_(kRxSlots * kRxBytes)
+    : gso_(gso), kernel_timestamps_(kernel_timestamps), rx_(kRxSlots * kRxBytes)
 {
     fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd_ < 0)
@@ -191,9 +191,10 @@ size_t DatagramSocket::receive(
     if (got <= 0)
         return 0;
     // The kernel stamps with CLOCK_REALTIME; the engine keeps time on CLOCK_MONOTONIC. Both read
-    // here, back to back, give the offset between them (off by the ~20 ns between the reads).
+    // here, back to back, give the offset between them (off by the ~20 ns between the reads);
+    // without kernel timestamps, the time of this read is every arrival's.
     const int64_t steady = clock_ns(CLOCK_MONOTONIC);
-    const int64_t realtime_to_steady = steady - clock_ns(CLOCK_REALTIME);
+    const int64_t realtime_to_steady = kernel_timestamps_ ? steady - clock_ns(CLOCK_REALTIME) : 0;
     size_t datagrams = 0;
     for (int i = 0; i < got; i++) {
         size_t len = msgs[i].msg_len, segment = len;

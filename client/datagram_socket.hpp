@@ -64,6 +64,7 @@ private:
 
     int fd_ = -1;
     bool gso_;
+    bool kernel_timestamps_;
     std::vector<uint8_t> rx_;  // kRxSlots buffers of kRxBytes
 };
 

@@ -12,6 +12,8 @@
 #include <string>
 #include <system_error>
 
+#include "xagg/check.h"
+
 namespace xagg::client {
 namespace {
 
@@ -403,7 +405,7 @@ void Engine::on_result(Use &u, const wire::Header &h, const DatagramSocket::Arri
     // The congestion the network marked on this chunk's way: the share of its contributions
     // marked on the way in, or all of it when the result itself was marked on the way back.
     double marked = summed ? std::min(1.0, double(h.marked) / summed) : 0;
-    if ((arrival.tos & XAGG_ECN_MASK) == XAGG_ECN_CE)
+    if (xagg_tos_marked(arrival.tos))
         marked = 1;
     op.report.marked_chunks += marked > 0;
     finish_use(u, arrival.at_ns, marked);

@@ -414,7 +414,8 @@ private:
             return;
         }
         // What can change without a restart is applied; every other changed key is named.
-        for (const std::string &key : changed_keys(config_, fresh)) {
+        for (const ConfigChange &change : changed_keys(config_, fresh)) {
+            const std::string &key = change.key;
             if (key == "log_level") {
                 config_.log_level = fresh.log_level;
                 set_log_level(fresh.log_level);
@@ -424,18 +425,10 @@ private:
                 continue;  // below, together
             } else {
                 spdlog::warn("SIGHUP: {} changed ({} -> {}) but takes a restart; still {}", key,
-                             value_of(config_, key), value_of(fresh, key), value_of(config_, key));
+                             change.before, change.after, change.before);
             }
         }
         reload_credentials(fresh);
-    }
-
-    static std::string value_of(const Config &c, const std::string &key)
-    {
-        for (const auto &[k, v] : config_values(c))
-            if (k == key)
-                return v.empty() ? "\"\"" : v;
-        return "";
     }
 
     // The TCP API's token and TLS files, read again (a renewed certificate, a rotated token)

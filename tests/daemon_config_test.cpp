@@ -182,7 +182,11 @@ TEST(ConfigTest, EveryKeyHasAValueToCompareOnReload)
     Config d = c;
     d.log_level = "debug";
     d.control_tls_cert = "/etc/xagg/new.pem";
-    EXPECT_EQ(changed_keys(c, d), (std::vector<std::string>{"control_tls_cert", "log_level"}));
+    std::vector<std::string> changed;
+    for (const ConfigChange &change : changed_keys(c, d))
+        changed.push_back(change.key + ": " + change.before + " -> " + change.after);
+    EXPECT_EQ(changed, (std::vector<std::string>{"control_tls_cert: \"\" -> /etc/xagg/new.pem",
+                                                 "log_level: info -> debug"}));
 }
 
 TEST(ConfigTest, EtcdNeedsTheAddressWorkersReachThisNodeAt)

@@ -361,6 +361,7 @@ enum xagg_counter HostPs::handle(const Jobs &jobs, std::span<const uint8_t> data
     const size_t values = be16toh(h.nelem);
     alignas(64) int32_t vals[XAGG_JUMBO_SLOT_PARTS * XAGG_CHUNK_ELEMS] = {};
     std::memcpy(vals, datagram.data() + sizeof(h), values * sizeof(int32_t));
+    const bool marked = xagg_tos_marked(tos);
     xagg_slot_outcome slot{};
     enum xagg_slot_verdict verdict;
     {
@@ -379,7 +380,7 @@ enum xagg_counter HostPs::handle(const Jobs &jobs, std::span<const uint8_t> data
                                   h.exponent,
                                   1ull << rank,
                                   served->entry.members,
-                                  (tos & XAGG_ECN_MASK) == XAGG_ECN_CE};
+                                  static_cast<__u32>(marked)};
         verdict = xagg_slot_decide(&lead, monotonic_ns(), &c, &op, &slot);
         xagg_payload_apply(op, lead.sum, vals);
         for (uint32_t part = 1; part < parts; part++) {
@@ -402,7 +403,7 @@ enum xagg_counter HostPs::handle(const Jobs &jobs, std::span<const uint8_t> data
     const enum xagg_counter result = xagg_verdict_counter(verdict, &served->entry);
     if (verdict == XAGG_SLOT_ADDED || verdict == XAGG_SLOT_COMPLETED) {
         counters_[XAGG_CNT_SUMMED_VALUES] += values;
-        if ((tos & XAGG_ECN_MASK) == XAGG_ECN_CE)
+        if (marked)
             counters_[XAGG_CNT_CE_MARKED]++;
     }
     switch (verdict) {

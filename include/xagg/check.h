@@ -160,6 +160,12 @@ static XAGG_INLINE void xagg_make_result_hdr(struct xagg_hdr *hdr, __u64 seen, _
     hdr->key = 0;
 }
 
+/* Whether a contribution's IPv4 TOS byte says the network marked it Congestion Experienced. */
+static XAGG_INLINE int xagg_tos_marked(__u8 tos)
+{
+    return (tos & XAGG_ECN_MASK) == XAGG_ECN_CE;
+}
+
 /* The IPv4 TOS byte of a result: ECN-capable, ECT(0), whatever the contribution it was made from
  * carried (a CE mark on that one is echoed in `marked`, not passed on). */
 static XAGG_INLINE __u8 xagg_result_tos(__u8 contribution_tos)

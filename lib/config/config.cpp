@@ -249,13 +249,14 @@ std::vector<std::pair<std::string, std::string>> config_values(const Config &c)
             {"netns", c.netns}};
 }
 
-std::vector<std::string> changed_keys(const Config &before, const Config &after)
+std::vector<ConfigChange> changed_keys(const Config &before, const Config &after)
 {
     const auto a = config_values(before), b = config_values(after);
-    std::vector<std::string> changed;
+    const auto shown = [](const std::string &v) { return v.empty() ? std::string("\"\"") : v; };
+    std::vector<ConfigChange> changed;
     for (size_t i = 0; i < a.size(); i++)
         if (a[i].second != b[i].second)
-            changed.push_back(a[i].first);
+            changed.push_back({a[i].first, shown(a[i].second), shown(b[i].second)});
     return changed;
 }
 

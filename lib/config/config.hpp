@@ -60,8 +60,11 @@ struct Config {
 // Every key of the config file with its value in `config`, as text, in make_cli()'s order.
 std::vector<std::pair<std::string, std::string>> config_values(const Config &config);
 
-// The keys whose values differ between two configs.
-std::vector<std::string> changed_keys(const Config &before, const Config &after);
+// A key whose value differs between two configs, with both values as text ("" when empty).
+struct ConfigChange {
+    std::string key, before, after;
+};
+std::vector<ConfigChange> changed_keys(const Config &before, const Config &after);
 
 // The CLI11 application that parses into `config`. Shared by the daemon and `config check`.
 std::unique_ptr<CLI::App> make_cli(Config &config);
