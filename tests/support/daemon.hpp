@@ -36,8 +36,12 @@ inline nlohmann::json control(const std::string &socket_path, const nlohmann::js
         throw std::runtime_error("cannot connect to " + socket_path);
     }
     std::string line = request.dump() + "\n";
-    if (write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+    // MSG_NOSIGNAL: a daemon killed between accepting and reading (the crash tests kill it at
+    // random) must fail this request, not end the test process with SIGPIPE.
+    if (send(fd, line.data(), line.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(line.size())) {
+        close(fd);
         throw std::runtime_error("short write to the control socket");
+    }
     std::string reply;
     char c;
     while (read(fd, &c, 1) == 1 && c != '\n')
