@@ -35,6 +35,8 @@ control::Endpoint control_endpoint(const Aggregator &a)
 
 ClientError::Kind kind_of(const control::ControlError &e)
 {
+    if (e.failure() == control::Failure::forbidden)
+        return ClientError::Kind::refused;  // the worker was given the wrong tenant's token
     if (e.failure() != control::Failure::refused)
         return ClientError::Kind::unreachable;
     return e.refusal() == api::Refusal::no_such_job ? ClientError::Kind::job_deleted

@@ -141,6 +141,10 @@ std::string render_metrics(const MetricsSnapshot &s)
     Family(out, "xagg_control_unauthorized_total", "counter",
            "Control API requests refused for a missing or wrong token (TCP).")
         .sample("", s.control_events[static_cast<size_t>(ControlEvent::unauthorized)]);
+    Family(out, "xagg_control_forbidden_total", "counter",
+           "Control API requests refused because a tenant's token asked for another tenant's job "
+           "or a node-wide operation (TCP).")
+        .sample("", s.api_forbidden);
     Family closed(out, "xagg_control_closed_total", "counter",
                   "Control API connections the daemon closed, by reason.");
     for (ControlEvent e : {ControlEvent::over_limit, ControlEvent::timed_out,

@@ -30,6 +30,7 @@ struct MetricsSnapshot {
     uint32_t used_chunks = 0;
     uint64_t api_requests = 0;
     uint64_t api_errors = 0;
+    uint64_t api_forbidden = 0;  // of those, a tenant's token beyond its own jobs
     double uptime_seconds = 0;
     std::map<uint32_t, uint64_t> straggler_events;  // by job
     ControlEventCounts control_events{};            // the control API's transport

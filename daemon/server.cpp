@@ -174,7 +174,7 @@ private:
         control_ = std::make_unique<ControlServer>(
             [this](const std::string &line, bool remote) {
                 std::lock_guard g(state_lock_);
-                return api_->handle_line(line, remote ? token_ : "");
+                return api_->handle_line(line, remote ? &credentials_ : nullptr);
             },
             ControlLimits{
                 .max_connections = config_.control_max_connections,
@@ -196,7 +196,9 @@ private:
 
     void listen_tcp()
     {
-        token_ = read_token_file(config_.control_token_file);
+        credentials_ = read_credentials(config_);
+        spdlog::info("control API over tcp: the admin token and {} tenant token(s)",
+                     credentials_.tenants.size());
         if (config_.control_tcp_plaintext) {
             control_->listen_tcp(config_.control_tcp_address);
             spdlog::warn(
@@ -210,6 +212,16 @@ private:
                                                  config_.control_tls_client_ca));
         spdlog::info("control API on tcp {} (TLS{}, token required)", config_.control_tcp_address,
                      config_.control_tls_client_ca.empty() ? "" : ", client certificates");
+    }
+
+    // The TCP API's tokens: the admin's and the tenants' (each checked against the others).
+    static Credentials read_credentials(const Config &config)
+    {
+        Credentials c;
+        c.admin_token = read_token_file(config.control_token_file);
+        if (!config.control_tenants_file.empty())
+            c.tenants = read_tenants_file(config.control_tenants_file, c.admin_token);
+        return c;
     }
 
     // What the kernel gives the fast path, said once at start (docs/KERNELS.md).
@@ -262,6 +274,7 @@ private:
         m.used_chunks = jobs_->used_chunks();
         m.api_requests = api_->requests();
         m.api_errors = api_->errors();
+        m.api_forbidden = api_->forbidden();
         m.uptime_seconds = api_->uptime_seconds();
         m.control_events = control_->counts();
         m.kernel = kernel_;
@@ -420,8 +433,9 @@ private:
                 config_.log_level = fresh.log_level;
                 set_log_level(fresh.log_level);
                 spdlog::info("SIGHUP: log_level is now {}", fresh.log_level);
-            } else if (key == "control_token_file" || key == "control_tls_cert" ||
-                       key == "control_tls_key" || key == "control_tls_client_ca") {
+            } else if (key == "control_token_file" || key == "control_tenants_file" ||
+                       key == "control_tls_cert" || key == "control_tls_key" ||
+                       key == "control_tls_client_ca") {
                 continue;  // below, together
             } else {
                 spdlog::warn("SIGHUP: {} changed ({} -> {}) but takes a restart; still {}", key,
@@ -439,13 +453,17 @@ private:
         if (config_.control_tcp_address.empty())
             return;
         try {
-            std::string token = read_token_file(fresh.control_token_file);
+            Credentials credentials = read_credentials(fresh);
             std::lock_guard g(state_lock_);
-            token_ = std::move(token);
+            credentials_ = std::move(credentials);
             config_.control_token_file = fresh.control_token_file;
-            spdlog::info("SIGHUP: control token read again from {}", fresh.control_token_file);
+            config_.control_tenants_file = fresh.control_tenants_file;
+            spdlog::info(
+                "SIGHUP: control tokens read again: the admin's from {}, {} tenant(s){}",
+                fresh.control_token_file, credentials_.tenants.size(),
+                fresh.control_tenants_file.empty() ? "" : " from " + fresh.control_tenants_file);
         } catch (const std::exception &e) {
-            spdlog::error("SIGHUP: {}; keeping the running token", e.what());
+            spdlog::error("SIGHUP: {}; keeping the running tokens", e.what());
         }
         if (config_.control_tcp_plaintext || fresh.control_tls_cert.empty())
             return;
@@ -477,7 +495,7 @@ private:
     std::unique_ptr<MetricsServer> metrics_;
     std::unique_ptr<ClusterAgent> cluster_;
     bool layout_to_restore_ = false;  // recovery left every job on the host path
-    std::string token_;               // of the TCP control API
+    Credentials credentials_;         // the TCP control API's tokens
     std::mutex state_lock_;           // the job table and API counters, shared with metrics scrapes
 };
 

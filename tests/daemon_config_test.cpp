@@ -10,6 +10,7 @@
 #include <set>
 
 #include "lib/config/config.hpp"
+#include "lib/config/tenants.hpp"
 #include "lib/config/preflight.hpp"
 #include "tests/support/tls.hpp"
 
@@ -140,6 +141,68 @@ TEST_F(ConfigFileTest, TokenFileMustBePrivateAndLongEnough)
               std::vector<std::string>{"control_token_file " + token +
                                        " is readable by everyone; chmod o-r it"});
     unlink(token.c_str());
+}
+
+// The tenants file, line by line: each mistake named with its line, and a good file read
+// whole (comments and blank lines skipped). validate_config_file checks it against the admin
+// token, as xaggd does at start.
+TEST_F(ConfigFileTest, TenantsFileNamesTheLineOfEachMistake)
+{
+    const std::string dir = ::testing::TempDir() + "xaggd-tenants-" + std::to_string(getpid());
+    std::filesystem::create_directories(dir);
+    const std::string admin = dir + "/token", tenants = dir + "/tenants";
+    std::ofstream(admin) << "admin-0123456789\n";
+    chmod(admin.c_str(), 0600);
+    const auto read = [&](const std::string &text) -> std::string {
+        std::ofstream(tenants) << text;
+        chmod(tenants.c_str(), 0600);
+        try {
+            std::string out;
+            for (const Tenant &t : read_tenants_file(tenants, "admin-0123456789"))
+                out += tenant_line(t) + ";";
+            return out;
+        } catch (const std::runtime_error &e) {
+            return e.what();
+        }
+    };
+    const std::string good =
+        "# tenants\nvision 100-199 vision-0123456789  # the team\n\n"
+        "speech 200 speech-0123456789\n";
+    EXPECT_EQ(read(good), "vision 100-199 vision-0123456789;speech 200-200 speech-0123456789;");
+    const std::vector<std::pair<std::string, std::string>> bad = {
+        {"vision 100-199\n", ":1: expected NAME FIRST-LAST TOKEN"},
+        {"vision 100-199 vision-0123456789 extra\n", ":1: expected NAME FIRST-LAST TOKEN"},
+        {"\nVision 100-199 vision-0123456789\n",
+         ":2: tenant name 'Vision': 1-32 of a-z, 0-9, '_' and '-'"},
+        {"vision 0-199 vision-0123456789\n", ":1: tenant vision: job ids are 1..65535"},
+        {"vision 100-70000 vision-0123456789\n", ":1: tenant vision: job ids are 1..65535"},
+        {"vision 1x vision-0123456789\n", ":1: tenant vision: '1x' is not a job id"},
+        {"vision 199-100 vision-0123456789\n",
+         ":1: tenant vision: '199-100': the range ends before it starts"},
+        {"vision 100-199 short\n", ":1: tenant vision: the token must be at least 16 characters"},
+        {"vision 100-199 admin-0123456789\n",
+         ":1: tenant vision: the token is the admin token (control_token_file)"},
+        {good + "vision 300-399 other-0123456789\n", ":5: tenant vision is named twice"},
+        {good + "music 300-399 vision-0123456789\n",
+         ":5: tenant music has the token of tenant vision"},
+        {good + "music 150-250 music-0123456789\n",
+         ":5: tenant music's jobs 150-250 overlap tenant vision's 100-199"},
+    };
+    for (const auto &[text, why] : bad)
+        EXPECT_EQ(read(text), tenants + why) << text;
+    std::ofstream(tenants) << good;
+    std::string conf = write(
+        "interface = eth0\ncontrol_tcp_address = 0.0.0.0:9874\ncontrol_tcp_plaintext = true\n"
+        "control_token_file = " +
+        admin + "\ncontrol_tenants_file = " + tenants + "\n");
+    EXPECT_EQ(validate_config_file(conf), std::vector<std::string>{});
+    chmod(tenants.c_str(), 0644);
+    EXPECT_EQ(validate_config_file(conf),
+              std::vector<std::string>{"control_tenants_file " + tenants +
+                                       " is readable by everyone; chmod o-r it"});
+    std::filesystem::remove_all(dir);
+    EXPECT_EQ(new_token().size(), 32u);
+    EXPECT_NE(new_token(), new_token());
 }
 
 TEST_F(ConfigFileTest, TcpNeedsTlsUnlessPlaintextIsSaidOutright)

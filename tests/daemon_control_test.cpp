@@ -287,16 +287,115 @@ TEST_F(ControlTest, BadRequestsAreRefusedAndChangeNothing)
 
 TEST_F(ControlTest, AWrongTokenIsRefusedAsUnauthorized)
 {
-    const std::string token = "0123456789abcdef";
-    json reply =
-        json::parse(api_.handle_line(R"({"op":"stats","token":"0123456789abcdeF"})", token).text);
-    EXPECT_EQ(reply,
-              json::parse(R"({"ok":false,"code":"bad_token","error":"missing or wrong token"})"));
-    reply = json::parse(api_.handle_line(R"({"op":"stats"})", token).text);
-    EXPECT_EQ(reply["code"], "bad_token");
-    reply =
-        json::parse(api_.handle_line(R"({"op":"stats","token":"0123456789abcdef"})", token).text);
-    EXPECT_EQ(reply["ok"], true) << reply;
+    const Credentials credentials{"0123456789abcdef", {{"vision", 100, 199, "vision-0123456789"}}};
+    const auto call_with = [&](const std::string &line) {
+        return json::parse(api_.handle_line(line, &credentials).text);
+    };
+    for (const char *line :
+         {R"({"op":"stats","token":"0123456789abcdeF"})", R"({"op":"stats"})",
+          R"({"op":"stats","token":7})", R"({"op":"stats","token":""})", R"(not json)"}) {
+        ControlReply reply = api_.handle_line(line, &credentials);
+        EXPECT_EQ(
+            json::parse(reply.text),
+            json::parse(R"({"ok":false,"code":"bad_token","error":"missing or wrong token"})"))
+            << line;
+        EXPECT_TRUE(reply.unauthorized) << line;
+    }
+    EXPECT_EQ(call_with(R"({"op":"stats","token":"0123456789abcdef"})")["ok"], true);
+    // A tenant's token is known, but stats is not its to read.
+    EXPECT_EQ(call_with(R"({"op":"stats","token":"vision-0123456789"})")["code"], "forbidden");
+}
+
+// What a tenant's token may do, request by request: its own jobs' whole life, and nothing of
+// another tenant's jobs or of the node's. The admin token (and the Unix socket) may do all.
+TEST_F(ControlTest, ATenantsTokenReachesOnlyItsOwnJobs)
+{
+    const Credentials credentials{
+        "admin-0123456789",
+        {{"vision", 100, 101, "vision-0123456789"}, {"speech", 200, 299, "speech-0123456789"}}};
+    const auto as = [&](const std::string &token, json request) {
+        request["token"] = token;
+        return json::parse(api_.handle_line(request.dump(), &credentials).text);
+    };
+    const std::string vision = "vision-0123456789", speech = "speech-0123456789",
+                      admin = "admin-0123456789";
+    // Without an id, a tenant's job takes the lowest free id of its range.
+    EXPECT_EQ(
+        as(vision, {{"op", "create_job"}, {"workers", 2}, {"gradient_elems", 768}})["job"]["id"],
+        100);
+    EXPECT_EQ(
+        as(speech, {{"op", "create_job"}, {"workers", 2}, {"gradient_elems", 768}})["job"]["id"],
+        200);
+    EXPECT_EQ(
+        as(admin, {{"op", "create_job"}, {"id", 7}, {"workers", 1}, {"gradient_elems", 768}})["ok"],
+        true);
+    struct Case {
+        const std::string *token;
+        json request;
+        std::string expect;  // "ok", or the refusal code
+    };
+    const std::vector<Case> cases = {
+        {&vision, {{"op", "show_job"}, {"job", 100}}, "ok"},
+        {&vision,
+         {{"op", "join"}, {"job", 100}, {"rank", 0}, {"addr", "10.0.0.1"}, {"port", 1}},
+         "ok"},
+        {&vision,
+         {{"op", "join"}, {"job", 100}, {"rank", 1}, {"addr", "10.0.0.2"}, {"port", 1}},
+         "ok"},
+        {&vision, {{"op", "evict"}, {"job", 100}, {"rank", 1}}, "ok"},
+        {&vision, {{"op", "status"}}, "ok"},
+        {&vision, {{"op", "show_job"}, {"job", 200}}, "forbidden"},
+        {&vision, {{"op", "show_job"}, {"job", 7}}, "forbidden"},
+        {&vision, {{"op", "delete_job"}, {"job", 200}}, "forbidden"},
+        {&vision,
+         {{"op", "join"}, {"job", 200}, {"rank", 1}, {"addr", "10.0.0.2"}, {"port", 1}},
+         "forbidden"},
+        {&vision, {{"op", "leave"}, {"job", 200}, {"rank", 0}}, "forbidden"},
+        {&vision, {{"op", "evict"}, {"job", 200}, {"rank", 0}}, "forbidden"},
+        {&vision,
+         {{"op", "create_job"}, {"id", 150}, {"workers", 1}, {"gradient_elems", 768}},
+         "forbidden"},
+        {&vision, {{"op", "stats"}}, "forbidden"},
+        {&vision, {{"op", "set_log_level"}, {"level", "trace"}}, "forbidden"},
+        // A job of its range that is not there is said so; one outside, only that it is not its.
+        {&vision, {{"op", "show_job"}, {"job", 101}}, "no_such_job"},
+        {&vision, {{"op", "show_job"}, {"job", -1}}, "bad_request"},
+        {&speech, {{"op", "show_job"}, {"job", 100}}, "forbidden"},
+        {&speech, {{"op", "delete_job"}, {"job", 7}}, "forbidden"},
+        {&admin, {{"op", "show_job"}, {"job", 200}}, "ok"},
+        {&admin, {{"op", "stats"}}, "ok"},
+    };
+    for (const Case &c : cases) {
+        json before = state::save(jobs_.jobs());
+        json reply = as(*c.token, c.request);
+        const std::string got = reply["ok"] == true ? "ok" : reply.value("code", "?");
+        EXPECT_EQ(got, c.expect) << c.request << " -> " << reply;
+        if (c.expect != "ok") {
+            EXPECT_EQ(state::save(jobs_.jobs()), before) << c.request;
+        }
+    }
+    // A tenant's status says what a worker needs and nothing of the node's other jobs.
+    EXPECT_EQ(
+        as(vision, {{"op", "status"}}),
+        json::parse(std::string(R"({"ok":true,"port":9871,"version":")") + XAGG_RELEASE + "\"}"));
+    // Its list holds its own jobs only; the admin's, all of them.
+    const auto ids = [](const json &list) {
+        std::vector<uint32_t> out;
+        for (const json &j : list["jobs"])
+            out.push_back(j["id"]);
+        return out;
+    };
+    EXPECT_EQ(ids(as(vision, {{"op", "list_jobs"}})), (std::vector<uint32_t>{100}));
+    EXPECT_EQ(ids(as(speech, {{"op", "list_jobs"}})), (std::vector<uint32_t>{200}));
+    EXPECT_EQ(ids(as(admin, {{"op", "list_jobs"}})), (std::vector<uint32_t>{7, 100, 200}));
+    // Its range full, a tenant's next job has no id to take.
+    EXPECT_EQ(
+        as(vision, {{"op", "create_job"}, {"workers", 1}, {"gradient_elems", 768}})["job"]["id"],
+        101);
+    EXPECT_EQ(as(vision, {{"op", "create_job"}, {"workers", 1}, {"gradient_elems", 768}})["code"],
+              "no_room");
+    EXPECT_EQ(as(vision, {{"op", "delete_job"}, {"job", 100}})["ok"], true);
+    EXPECT_EQ(api_.forbidden(), 11u);
 }
 
 TEST_F(ControlTest, StatusDescribesTheNodeItsMemoryAndWhatEachPathCarries)

@@ -326,7 +326,8 @@ TEST_F(XaggctlIntegration, ReloadTakesNewCertificatesAndTokensAndNamesWhatNeedsA
     EXPECT_NE(log.find("SIGHUP: host_ps_threads changed (2 -> 3) but takes a restart; still 2"),
               std::string::npos)
         << log;
-    EXPECT_NE(log.find("SIGHUP: control token read again from " + dir_ + "/token"),
+    EXPECT_NE(log.find("SIGHUP: control tokens read again: the admin's from " + dir_ +
+                       "/token, 0 tenant(s)\n"),
               std::string::npos)
         << log;
     EXPECT_EQ(remote(new_pki.ca, new_token).code, 0);
@@ -411,6 +412,113 @@ TEST_F(XaggctlIntegration, EachErrorHasItsExitCodeAndSaysWhatToDo)
            "127.0.0.1:9873 --plaintext --token x status");
     EXPECT_EQ(r.code, 7) << r.out;
     EXPECT_NE(r.out.find("is not xaggd's control API"), std::string::npos) << r.out;
+}
+
+// From `xaggctl tls init` to tenants at work, over TLS from a worker's namespace as from
+// another host: the daemon serves the certificate made for its address; each tenant's token
+// creates, lists and shows only its own jobs, and is refused (exit 8) for another tenant's and
+// for what is the node's; two workers with one tenant's token all-reduce through its job, every
+// value exact; a tenant added and one revoked take effect on reload.
+TEST_F(XaggctlIntegration, TlsInitMakesWhatXaggdServesAndATenantTokenReachesOnlyItsOwnJobs)
+{
+    Topology topo("n", 2);
+    std::string config = write_config(topo);
+    const std::string pki = dir_ + "/pki";
+    Result r = ctl("tls init --dir " + pki + " --ip " + kAggAddr +
+                   " --tenant vision=100-199 --tenant speech=200-299 --json");
+    ASSERT_EQ(r.code, 0) << r.out;
+    const json made = json::parse(r.out);
+    ASSERT_EQ(made["tenants"].size(), 2u) << made;
+    const std::string vision = made["tenants"][0]["token"], speech = made["tenants"][1]["token"];
+    EXPECT_EQ(made["names"], json::array({"IP:" + kAggAddr}));
+    // Nothing is replaced by a second run.
+    r = ctl("tls init --dir " + pki + " --ip " + kAggAddr);
+    EXPECT_EQ(r.code, 1);
+    EXPECT_EQ(r.out, "xaggctl: " + pki +
+                         "/ca.pem exists (not replaced; remove it first to make a new one)\n");
+    std::ofstream(config, std::ios::app)
+        << "control_tcp_address = 0.0.0.0:9874\ncontrol_token_file = " << pki
+        << "/token\ncontrol_tenants_file = " << pki << "/tenants\ncontrol_tls_cert = " << pki
+        << "/server.pem\ncontrol_tls_key = " << pki << "/server.key\n";
+    r = sh("ip netns exec " + topo.agg() + " " XAGG_BINARY_DIR "/tools/xaggctl config check " +
+           config);
+    EXPECT_EQ(r.code, 0) << r.out;
+    auto daemon = start_daemon(config, "xaggd.log");
+    const auto as = [&](const std::string &token, const std::string &args) {
+        return sh("ip netns exec " + topo.worker(0) + " " XAGG_BINARY_DIR "/tools/xaggctl --host " +
+                  kAggAddr + ":9874 --ca " + pki + "/ca.pem --token " + token + " " + args);
+    };
+    const std::string admin = "$(cat " + pki + "/token)";
+    r = as(vision, "job create --workers 2 --elems 76800 --json");
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_EQ(json::parse(r.out)["job"]["id"], 100) << r.out;
+    r = as(speech, "job create --workers 1 --elems 768 --json");
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_EQ(json::parse(r.out)["job"]["id"], 200) << r.out;
+    r = as(vision, "job show 200");
+    EXPECT_EQ(r.code, 8) << r.out;
+    EXPECT_EQ(r.out,
+              "xaggctl: xaggd refused: job 200 is not tenant vision's (its jobs are "
+              "100-199) (a tenant's token reaches only that tenant's jobs)\n");
+    EXPECT_EQ(as(vision, "job delete 200").code, 8);
+    EXPECT_EQ(as(vision, "worker evict 200 0").code, 8);
+    EXPECT_EQ(as(vision, "job create --id 250 --workers 1 --elems 768").code, 8);
+    EXPECT_EQ(as(vision, "stats").code, 8);
+    EXPECT_EQ(as(speech, "job delete 100").code, 8);
+    r = as(vision, "job list --json");
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_EQ(json::parse(r.out)["jobs"].size(), 1u) << r.out;
+    EXPECT_EQ(json::parse(r.out)["jobs"][0]["id"], 100) << r.out;
+    r = as(vision, "status");
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_EQ(r.out, std::string("xaggd ") + XAGG_TEST_RELEASE +
+                         ", port 9871/udp\n(a tenant's token: the node's details take the admin "
+                         "token)\n");
+    r = as(admin, "job list --json");
+    EXPECT_EQ(json::parse(r.out)["jobs"].size(), 2u) << r.out;
+
+    // Two workers of the tenant join its job with its token over TLS, and every value is exact.
+    std::ofstream(dir_ + "/vision-token") << vision << "\n";
+    std::vector<std::unique_ptr<Process>> workers;
+    for (unsigned rank = 0; rank < 2; rank++)
+        workers.push_back(std::make_unique<Process>(
+            std::vector<std::string>{
+                XAGG_BINARY_DIR "/tools/xagg-worker", "--netns", topo.worker(rank), "--rank",
+                std::to_string(rank), "--local", worker_addr(rank), "--json", "--aggregator",
+                "address=" + kAggAddr + ",job=100,host=" + kAggAddr + ":9874,token-file=" + dir_ +
+                    "/vision-token,ca=" + pki + "/ca.pem",
+                "--elems", "76800", "--iterations", "20", "--verify"},
+            dir_ + "/worker-" + std::to_string(rank)));
+    for (auto &w : workers) {
+        ASSERT_EQ(w->wait(120s), 0) << w->output();
+        json report = json::parse(w->output());
+        EXPECT_EQ(report["wrong"], 0) << report;
+        EXPECT_EQ(report["exact"], 20 * 76800) << report;
+    }
+
+    // A tenant added and one revoked, applied by a reload.
+    r = ctl("token tenant music --jobs 300-399 --file " + pki + "/tenants --admin-token-file " +
+            pki + "/token --json");
+    ASSERT_EQ(r.code, 0) << r.out;
+    const std::string music = json::parse(r.out)["token"];
+    ASSERT_EQ(ctl("token revoke speech --file " + pki + "/tenants").code, 0);
+    daemon->signal(SIGHUP);
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (daemon->output().find("SIGHUP: control tokens read again") == std::string::npos) {
+        ASSERT_TRUE(daemon->running()) << daemon->output();
+        ASSERT_LT(std::chrono::steady_clock::now(), deadline) << daemon->output();
+        std::this_thread::sleep_for(20ms);
+    }
+    EXPECT_NE(daemon->output().find("SIGHUP: control tokens read again: the admin's from " + pki +
+                                    "/token, 2 tenant(s) from " + pki + "/tenants"),
+              std::string::npos)
+        << daemon->output();
+    EXPECT_EQ(as(speech, "job list").code, 5);
+    r = as(music, "job create --workers 1 --elems 768 --json");
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_EQ(json::parse(r.out)["job"]["id"], 300) << r.out;
+    // The speech job outlives its tenant's token: the admin's reaches it.
+    EXPECT_EQ(as(admin, "job delete 200").code, 0);
 }
 
 }  // namespace

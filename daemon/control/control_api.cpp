@@ -154,7 +154,7 @@ api::Job ControlApi::describe(uint32_t job_id, Progress progress) const
     return v;
 }
 
-ControlReply ControlApi::handle_line(const std::string &line, const std::string &required_token)
+ControlReply ControlApi::handle_line(const std::string &line, const Credentials *credentials)
 {
     if (line.size() > kMaxRequestBytes) {
         requests_++;
@@ -164,12 +164,23 @@ ControlReply ControlApi::handle_line(const std::string &line, const std::string 
                     .dump()};
     }
     json request = json::parse(line, nullptr, false);
-    if (!required_token.empty()) {
-        // Nothing but a refusal for a request without the token: not even a parse error says
-        // more than that.
-        if (request.is_discarded() || !request.is_object() || !request.contains("token") ||
-            !request["token"].is_string() ||
-            !same_secret(request["token"].get<std::string>(), required_token)) {
+    const Tenant *tenant = nullptr;
+    if (credentials) {
+        // Nothing but a refusal for a request without a token that is known: not even a parse
+        // error says more than that. Every token is compared, whichever matches, so the time
+        // taken does not tell which one came close.
+        bool known = false;
+        if (!request.is_discarded() && request.is_object() && request.contains("token") &&
+            request["token"].is_string()) {
+            const std::string &given = request["token"].get_ref<const std::string &>();
+            known = same_secret(given, credentials->admin_token);
+            for (const Tenant &t : credentials->tenants)
+                if (same_secret(given, t.token)) {
+                    known = true;
+                    tenant = &t;
+                }
+        }
+        if (!known) {
             requests_++;
             errors_++;
             return {refusal(Refusal::bad_token, "missing or wrong token").dump(), true};
@@ -181,10 +192,36 @@ ControlReply ControlApi::handle_line(const std::string &line, const std::string 
         errors_++;
         return {refusal(Refusal::bad_request, "not a JSON object").dump()};
     }
-    return {handle(request).dump()};
+    return {handle(request, tenant).dump()};
 }
 
-json ControlApi::handle(const json &request)
+void ControlApi::authorize(const std::string &op, const json &r, const Tenant &tenant) const
+{
+    static const std::set<std::string> kTenantOps = {
+        api::op::create_job, api::op::delete_job, api::op::join,  api::op::leave,
+        api::op::list_jobs,  api::op::show_job,   api::op::evict, api::op::status};
+    if (!kTenantOps.count(op))
+        refuse("tenant " + tenant.name + "'s token may not " + op + ": that takes the admin token",
+               Refusal::forbidden);
+    // The job named (create_job names it "id"); a malformed one is the handler's to refuse.
+    const char *field = op == api::op::create_job ? "id" : "job";
+    if (r.contains(field) && r.at(field).is_number_unsigned() &&
+        !tenant.owns(r.at(field).get<uint64_t>()))
+        refuse("job " + r.at(field).dump() + " is not tenant " + tenant.name + "'s (its jobs are " +
+                   tenant.jobs_text() + ")",
+               Refusal::forbidden);
+}
+
+uint32_t ControlApi::free_id_of(const Tenant &tenant) const
+{
+    for (uint32_t id = tenant.first_job; id <= tenant.last_job; id++)
+        if (!jobs_.find(id))
+            return id;
+    refuse("tenant " + tenant.name + "'s job ids " + tenant.jobs_text() + " are all taken",
+           Refusal::no_room);
+}
+
+json ControlApi::handle(const json &request, const Tenant *tenant)
 {
     requests_++;
     try {
@@ -193,7 +230,7 @@ json ControlApi::handle(const json &request)
         const std::string op = request.at("op").get<std::string>();
         // Each op, and whether it changes the job table (then the table is saved).
         struct Op {
-            json (ControlApi::*handler)(const json &);
+            json (ControlApi::*handler)(const json &, const Tenant *);
             bool changes_jobs;
         };
         static const std::map<std::string, Op> kOps = {
@@ -211,13 +248,19 @@ json ControlApi::handle(const json &request)
         auto it = kOps.find(op);
         if (it == kOps.end())
             refuse("unknown op '" + op + "'", Refusal::unknown_op);
-        json reply = (this->*it->second.handler)(request);
+        if (tenant)
+            authorize(op, request, *tenant);
+        json reply = (this->*it->second.handler)(request, tenant);
         if (it->second.changes_jobs && on_change_)
             on_change_();
         reply["ok"] = true;
         return reply;
     } catch (const api::Refused &e) {
         errors_++;
+        if (e.code() == Refusal::forbidden) {
+            forbidden_++;
+            spdlog::warn("control API: refused: {}", e.what());
+        }
         return refusal(e.code(), e.what());
     } catch (const std::exception &e) {  // a value the datapath would not take
         errors_++;
@@ -225,13 +268,15 @@ json ControlApi::handle(const json &request)
     }
 }
 
-json ControlApi::create_job(const json &r)
+json ControlApi::create_job(const json &r, const Tenant *tenant)
 {
     allow_only(r, {"id", "workers", "gradient_elems", "policy", "timeout_ms", "evict_after",
                    "weight", "iterations", "host_path", "fanout", "chunk_elems"});
     JobRequest req;
     if (r.contains("id"))
         req.id = static_cast<uint32_t>(number(r, "id", XAGG_MAX_JOB_ID));
+    else if (tenant)
+        req.id = free_id_of(*tenant);
     req.workers = static_cast<uint32_t>(number(r, "workers", XAGG_MAX_WORKERS));
     req.gradient_elems = number(r, "gradient_elems", uint64_t{1} << 40);
     if (r.contains("policy")) {
@@ -335,7 +380,7 @@ void ControlApi::evict_ranks(uint32_t job_id, uint64_t bitmap)
     }
 }
 
-json ControlApi::evict(const json &r)
+json ControlApi::evict(const json &r, const Tenant *)
 {
     allow_only(r, {"job", "rank"});
     auto id = static_cast<uint32_t>(number(r, "job", XAGG_MAX_JOB_ID));
@@ -345,7 +390,7 @@ json ControlApi::evict(const json &r)
     return api::JobReply{describe(id)};
 }
 
-json ControlApi::delete_job(const json &r)
+json ControlApi::delete_job(const json &r, const Tenant *)
 {
     allow_only(r, {"job"});
     auto id = static_cast<uint32_t>(number(r, "job", XAGG_MAX_JOB_ID));
@@ -363,7 +408,7 @@ json ControlApi::delete_job(const json &r)
     return json::object();
 }
 
-json ControlApi::join(const json &r)
+json ControlApi::join(const json &r, const Tenant *)
 {
     allow_only(r, {"job", "rank", "addr", "port"});
     auto id = static_cast<uint32_t>(number(r, "job", XAGG_MAX_JOB_ID));
@@ -389,7 +434,7 @@ json ControlApi::join(const json &r)
     return api::JoinReply{describe(id, Progress::omitted), xagg_port_, jobs_.find(id)->key};
 }
 
-json ControlApi::leave(const json &r)
+json ControlApi::leave(const json &r, const Tenant *)
 {
     allow_only(r, {"job", "rank"});
     auto id = static_cast<uint32_t>(number(r, "job", XAGG_MAX_JOB_ID));
@@ -399,22 +444,23 @@ json ControlApi::leave(const json &r)
     return json::object();
 }
 
-json ControlApi::list_jobs(const json &r)
+json ControlApi::list_jobs(const json &r, const Tenant *tenant)
 {
     allow_only(r, {});
     api::JobList list;
     for (const auto &[id, job] : jobs_.jobs())
-        list.jobs.push_back(describe(id));
+        if (!tenant || tenant->owns(id))
+            list.jobs.push_back(describe(id));
     return list;
 }
 
-json ControlApi::show_job(const json &r)
+json ControlApi::show_job(const json &r, const Tenant *)
 {
     allow_only(r, {"job"});
     return api::JobReply{describe(static_cast<uint32_t>(number(r, "job", XAGG_MAX_JOB_ID)))};
 }
 
-json ControlApi::set_log_level(const json &r)
+json ControlApi::set_log_level(const json &r, const Tenant *)
 {
     allow_only(r, {"level"});
     std::string level = text(r, "level");
@@ -426,7 +472,7 @@ json ControlApi::set_log_level(const json &r)
     return {{"level", level}};
 }
 
-json ControlApi::stats(const json &r)
+json ControlApi::stats(const json &r, const Tenant *)
 {
     allow_only(r, {});
     auto named = [](const Counters &c) {
@@ -448,9 +494,11 @@ json ControlApi::stats(const json &r)
             {"request_errors", errors_}};
 }
 
-json ControlApi::status(const json &r)
+json ControlApi::status(const json &r, const Tenant *tenant)
 {
     allow_only(r, {});
+    if (tenant)  // what a worker needs (the port), nothing about the node's other jobs
+        return api::StatusBrief{XAGG_RELEASE, xagg_port_};
     const uint64_t slot_bytes = 2 * sizeof(xagg_slot);  // two round slots per chunk
     uint64_t members = 0, fast_chunks = 0, host_chunks = 0;
     for (const auto &[id, job] : jobs_.jobs()) {

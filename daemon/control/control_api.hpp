@@ -15,6 +15,7 @@
 #include "daemon/jobs/job_table.hpp"
 #include "daemon/jobs/stragglers.hpp"
 #include "daemon/node_kernel.hpp"
+#include "lib/config/tenants.hpp"
 #include "xagg/api.hpp"
 
 namespace xagg::daemon {
@@ -31,16 +32,27 @@ struct NodeStatus {
     NodeKernel kernel;
 };
 
+// Who may use the API over TCP: the admin token, and the tenants' tokens that each reach only
+// their own jobs (lib/config/tenants.hpp).
+struct Credentials {
+    std::string admin_token;
+    std::vector<Tenant> tenants;
+};
+
 class ControlApi {
 public:
     // `on_change` runs after every request that changed the job table (to persist it).
     ControlApi(JobTable &jobs, Datapath &datapath, uint16_t xagg_port,
                std::function<void()> on_change, StragglerWatch *stragglers = nullptr);
 
-    // One request line in, one response line out (without the newline). With a
-    // `required_token` (requests over TCP), the request must carry it as its "token" field.
-    ControlReply handle_line(const std::string &line, const std::string &required_token = {});
-    nlohmann::json handle(const nlohmann::json &request);
+    // One request line in, one response line out (without the newline). With `credentials`
+    // (requests over TCP), the request must carry one of their tokens as its "token" field, and
+    // a tenant's token reaches only that tenant's jobs. Without, it comes from the Unix socket,
+    // whose file mode decides who may connect: it may do everything.
+    ControlReply handle_line(const std::string &line, const Credentials *credentials = nullptr);
+    // `tenant`: the request came with that tenant's token; null: with the admin's (or none
+    // needed).
+    nlohmann::json handle(const nlohmann::json &request, const Tenant *tenant = nullptr);
 
     // Where `status` gets the node's description; without one it reports only the job table.
     void set_node_status(std::function<NodeStatus()> node) { node_ = std::move(node); }
@@ -63,17 +75,25 @@ public:
     uint64_t requests() const { return requests_; }
     uint64_t errors() const { return errors_; }
 
+    uint64_t forbidden() const { return forbidden_; }
+
 private:
-    nlohmann::json create_job(const nlohmann::json &r);
-    nlohmann::json delete_job(const nlohmann::json &r);
-    nlohmann::json join(const nlohmann::json &r);
-    nlohmann::json leave(const nlohmann::json &r);
-    nlohmann::json list_jobs(const nlohmann::json &r);
-    nlohmann::json show_job(const nlohmann::json &r);
-    nlohmann::json stats(const nlohmann::json &r);
-    nlohmann::json status(const nlohmann::json &r);
-    nlohmann::json set_log_level(const nlohmann::json &r);
-    nlohmann::json evict(const nlohmann::json &r);
+    // Each handler gets the request and the tenant it came from (null: the admin).
+    nlohmann::json create_job(const nlohmann::json &r, const Tenant *tenant);
+    nlohmann::json delete_job(const nlohmann::json &r, const Tenant *tenant);
+    nlohmann::json join(const nlohmann::json &r, const Tenant *tenant);
+    nlohmann::json leave(const nlohmann::json &r, const Tenant *tenant);
+    nlohmann::json list_jobs(const nlohmann::json &r, const Tenant *tenant);
+    nlohmann::json show_job(const nlohmann::json &r, const Tenant *tenant);
+    nlohmann::json stats(const nlohmann::json &r, const Tenant *tenant);
+    nlohmann::json status(const nlohmann::json &r, const Tenant *tenant);
+    nlohmann::json set_log_level(const nlohmann::json &r, const Tenant *tenant);
+    nlohmann::json evict(const nlohmann::json &r, const Tenant *tenant);
+    // Refuses (forbidden) what a tenant's token may not do: an op that is not about one of its
+    // own jobs, or a job id outside its range.
+    void authorize(const std::string &op, const nlohmann::json &r, const Tenant &tenant) const;
+    // The lowest free job id in the tenant's range (its create_job without an id).
+    uint32_t free_id_of(const Tenant &tenant) const;
     // Evicts in the table, the datapath and the straggler watch; throws if refused.
     const Job &apply_eviction(uint32_t job_id, uint32_t rank);
     // Applies the table's layout: every job whose region changes moves. Whether any did.
@@ -91,7 +111,7 @@ private:
     StragglerWatch *stragglers_;
     std::function<NodeStatus()> node_;
     std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
-    uint64_t requests_ = 0, errors_ = 0;
+    uint64_t requests_ = 0, errors_ = 0, forbidden_ = 0;
     std::map<uint32_t, uint64_t> rounds_done_;
 };
 

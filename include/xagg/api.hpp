@@ -47,6 +47,7 @@ enum class Refusal {
     no_room,      // the job table or the fast path is full
     bad_token,    // TCP: the request lacks the right token (nothing else is said)
     unsupported,  // this node cannot serve it: jumbo chunks where its interface cannot carry them
+    forbidden,    // TCP: a tenant's token asked for another tenant's job or a node-wide op
 };
 
 inline constexpr std::string_view to_string(Refusal r)
@@ -59,6 +60,7 @@ inline constexpr std::string_view to_string(Refusal r)
     case Refusal::no_room: return "no_room";
     case Refusal::bad_token: return "bad_token";
     case Refusal::unsupported: return "unsupported";
+    case Refusal::forbidden: return "forbidden";
     }
     return "bad_request";
 }
@@ -68,7 +70,7 @@ inline std::optional<Refusal> refusal_named(std::string_view name)
 {
     for (Refusal r :
          {Refusal::bad_request, Refusal::unknown_op, Refusal::no_such_job, Refusal::conflict,
-          Refusal::no_room, Refusal::bad_token, Refusal::unsupported})
+          Refusal::no_room, Refusal::bad_token, Refusal::unsupported, Refusal::forbidden})
         if (to_string(r) == name)
             return r;
     return std::nullopt;
@@ -398,6 +400,10 @@ inline void from_json(const nlohmann::json &j, JobList &r)
     j.at("jobs").get_to(r.jobs);
 }
 
+inline void to_json(nlohmann::json &j, const StatusBrief &r)
+{
+    j = {{"version", r.version}, {"port", r.port}};
+}
 inline void from_json(const nlohmann::json &j, StatusBrief &r)
 {
     j.at("version").get_to(r.version);

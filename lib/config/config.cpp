@@ -13,6 +13,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "lib/config/tenants.hpp"
+
 namespace xagg::daemon {
 
 namespace {
@@ -115,6 +117,9 @@ std::unique_ptr<CLI::App> make_cli(Config &c)
         ->check(host_port_or_empty);
     app->add_option("--control_token_file", c.control_token_file,
                     "File whose first line is the token TCP requests must carry");
+    app->add_option("--control_tenants_file", c.control_tenants_file,
+                    "File of tenant tokens (NAME FIRST-LAST TOKEN a line): each may manage only "
+                    "the jobs whose ids are in its range");
     app->add_option("--control_tls_cert", c.control_tls_cert,
                     "PEM certificate (chain) the TCP control API presents (TLS)");
     app->add_option("--control_tls_key", c.control_tls_key, "PEM private key of control_tls_cert");
@@ -232,6 +237,7 @@ std::vector<std::pair<std::string, std::string>> config_values(const Config &c)
             {"metrics_address", c.metrics_address},
             {"control_tcp_address", c.control_tcp_address},
             {"control_token_file", c.control_token_file},
+            {"control_tenants_file", c.control_tenants_file},
             {"control_tls_cert", c.control_tls_cert},
             {"control_tls_key", c.control_tls_key},
             {"control_tls_client_ca", c.control_tls_client_ca},
@@ -282,6 +288,10 @@ std::vector<std::string> check_config(const Config &c)
         problems.push_back(
             "control_tcp_address: needs control_tls_cert and control_tls_key (TLS), or "
             "control_tcp_plaintext = true to send the token in clear");
+    if (!c.control_tenants_file.empty() && c.control_tcp_address.empty())
+        problems.push_back(
+            "control_tenants_file: needs control_tcp_address (tenant tokens are for TCP "
+            "clients; the Unix socket is guarded by its file mode)");
     if (c.control_tcp_plaintext && !c.control_tls_cert.empty())
         problems.push_back("control_tcp_plaintext: true, but control_tls_cert is set: choose one");
     if (c.control_tls_cert.empty() != c.control_tls_key.empty())
@@ -309,7 +319,9 @@ std::vector<std::string> validate_config_file(const std::string &path, Config *p
     problems = check_config(config);
     if (problems.empty() && !config.control_token_file.empty()) {
         try {
-            read_token_file(config.control_token_file);
+            const std::string admin = read_token_file(config.control_token_file);
+            if (!config.control_tenants_file.empty())
+                read_tenants_file(config.control_tenants_file, admin);
         } catch (const std::runtime_error &e) {
             problems.push_back(e.what());
         }
@@ -317,14 +329,18 @@ std::vector<std::string> validate_config_file(const std::string &path, Config *p
     return problems;
 }
 
-std::string read_token_file(const std::string &path)
+void require_private_file(const std::string &key, const std::string &path)
 {
     struct stat st {};
     if (stat(path.c_str(), &st) != 0)
-        throw std::runtime_error("control_token_file " + path + ": " + std::strerror(errno));
+        throw std::runtime_error(key + " " + path + ": " + std::strerror(errno));
     if (st.st_mode & S_IROTH)
-        throw std::runtime_error("control_token_file " + path +
-                                 " is readable by everyone; chmod o-r it");
+        throw std::runtime_error(key + " " + path + " is readable by everyone; chmod o-r it");
+}
+
+std::string read_token_file(const std::string &path)
+{
+    require_private_file("control_token_file", path);
     std::ifstream in(path);
     std::string token;
     if (!in || !std::getline(in, token))

@@ -36,6 +36,7 @@ struct Config {
     std::string control_socket_mode = "0660";  // octal file mode of the socket
     std::string control_tcp_address;         // HOST:PORT of the API for remote workers; empty: off
     std::string control_token_file;          // file holding the token TCP requests must carry
+    std::string control_tenants_file;        // tenants' tokens, each for its own jobs only
     std::string control_tls_cert;            // PEM certificate (chain) of the TCP API's TLS
     std::string control_tls_key;             // its PEM private key
     std::string control_tls_client_ca;       // when set: clients need a certificate it signed
@@ -81,6 +82,10 @@ std::vector<std::string> check_config(const Config &config);
 // the file is good. What `xaggctl config check` runs.
 // `parsed`, when given, receives the config the file holds (when it parses).
 std::vector<std::string> validate_config_file(const std::string &path, Config *parsed = nullptr);
+
+// A file of secrets (`key` names it in the message): it must exist and not be readable by
+// everyone. Throws std::runtime_error saying which.
+void require_private_file(const std::string &key, const std::string &path);
 
 // The control API's token: the first line of the file, trailing blanks removed. A file anyone
 // may read is no secret and is refused, as is a token shorter than 16 characters. Throws

@@ -310,6 +310,11 @@ json interpret_reply(const std::string &line, const Endpoint &endpoint)
                                "): pass the first line of its control_token_file with --token-file "
                                "FILE, --token or XAGG_TOKEN",
                            code);
+    if (code == api::Refusal::forbidden)
+        throw ControlError(
+            Failure::forbidden,
+            "xaggd refused: " + error + " (a tenant's token reaches only that tenant's jobs)",
+            code);
     throw ControlError(Failure::refused, "xaggd refused: " + error, code);
 }
 

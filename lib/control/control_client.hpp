@@ -21,6 +21,7 @@ enum class Failure {
     refused,       // the daemon refused the request (no such job, bad value, ...)
     permission,    // not allowed to open the control socket
     unauthorized,  // TCP: missing or wrong token
+    forbidden,     // TCP: a tenant's token, for another tenant's job or a node-wide request
     protocol,      // the reply was not the control API's
 };
 

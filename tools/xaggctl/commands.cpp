@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "tools/xaggctl/completion.hpp"
+#include "tools/xaggctl/credentials.hpp"
 #include "tools/xaggctl/exit_codes.hpp"
 #include "lib/config/config.hpp"
 #include "lib/config/preflight.hpp"
@@ -22,13 +23,24 @@
 #include "xagg/release.h"
 
 namespace xagg::ctl {
+
+int print(const Globals &g, const nlohmann::json &data, const std::function<std::string()> &render)
+{
+    if (g.json)
+        std::cout << data.dump() << std::endl;
+    else
+        std::cout << render() << std::flush;
+    return kOk;
+}
+
 namespace {
 
 using nlohmann::json;
 
 constexpr const char *kFooter =
     R"(Exit codes: 0 ok, 1 usage, 2 xaggd unreachable, 3 request refused, 4 permission
-denied on the socket, 5 wrong or missing token, 6 config file invalid, 7 reply not understood.
+denied on the socket, 5 wrong or missing token, 6 config file invalid, 7 reply not understood,
+8 a tenant's token beyond its own jobs.
 Every read command takes --json (one JSON object per line; schema in docs/XAGGCTL.md).
 
 Examples:
@@ -38,7 +50,8 @@ Examples:
   xaggctl job show 7 --json
   xaggctl stats --watch 2
   xaggctl --host 10.0.0.5:9874 --token-file /etc/xagg/token job list
-  xaggctl config check /etc/xagg/xaggd.conf)";
+  xaggctl config check /etc/xagg/xaggd.conf
+  xaggctl tls init --dir /etc/xagg --ip 10.0.0.5 --tenant vision=100-199)";
 
 // The endpoint as the flags left it, with the token file read and the timeout applied.
 control::ControlClient client(const Globals &g)
@@ -66,16 +79,6 @@ void add_chunk_elems_option(CLI::App *create, uint32_t &chunk_elems, const std::
                          where + " has an MTU of 9000")
         ->check(CLI::IsMember({XAGG_CHUNK_ELEMS, XAGG_JUMBO_CHUNK_ELEMS}))
         ->capture_default_str();
-}
-
-// Prints a reply: as one line of JSON, or as `render` makes it for people.
-int print(const Globals &g, const json &data, const std::function<std::string()> &render)
-{
-    if (g.json)
-        std::cout << data.dump() << std::endl;
-    else
-        std::cout << render() << std::flush;
-    return kOk;
 }
 
 void add_status(CLI::App &app, Cli &cli)
@@ -538,6 +541,8 @@ std::unique_ptr<Cli> make_cli()
     add_worker(app, *cli);
     add_stats(app, *cli);
     add_config(app, *cli);
+    add_tls(app, *cli);
+    add_token(app, *cli);
     add_cluster(app, *cli);
     add_version(app, *cli);
     add_completion(app, *cli);

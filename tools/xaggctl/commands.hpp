@@ -6,7 +6,9 @@
 #include <functional>
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "lib/control/control_client.hpp"
 #include "xagg/proto.h"
@@ -48,7 +50,15 @@ struct Args {
         uint64_t elems = 0, partition_chunks = 16384;
         uint32_t chunk_elems = XAGG_CHUNK_ELEMS;
     } cluster;
-    std::string file;   // config check
+    std::string file;  // config check; token tenant/revoke: the tenants file
+    struct {
+        std::string dir;
+        std::vector<std::string> ips, dns, tenants, clients;
+        unsigned days = 825;
+    } tls;
+    struct {
+        std::string name, jobs, admin_token_file;
+    } token;
     std::string shell;  // completion
 };
 
@@ -61,5 +71,8 @@ struct Cli {
 };
 
 std::unique_ptr<Cli> make_cli();
+
+// Prints a reply: as one line of JSON (--json), or as `render` makes it for people. kOk.
+int print(const Globals &g, const nlohmann::json &data, const std::function<std::string()> &render);
 
 }  // namespace xagg::ctl

@@ -16,6 +16,7 @@ enum ExitCode : int {
     kUnauthorized = 5,   // TCP: missing or wrong token
     kConfigInvalid = 6,  // `config check` found problems
     kProtocol = 7,       // the reply was not the control API's (wrong port, version skew)
+    kForbidden = 8,      // TCP: a tenant's token asked beyond its own jobs
 };
 
 // The exit code of each way a request to the daemon can fail.
@@ -28,6 +29,7 @@ constexpr ExitCode exit_code(control::Failure f)
     case control::Failure::permission: return kPermission;
     case control::Failure::unauthorized: return kUnauthorized;
     case control::Failure::protocol: return kProtocol;
+    case control::Failure::forbidden: return kForbidden;
     }
     return kProtocol;
 }

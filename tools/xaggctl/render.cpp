@@ -138,6 +138,9 @@ std::string human_duration(double seconds)
 
 std::string render_status(const json &s)
 {
+    if (!s.contains("pid"))  // what a tenant's token is told (api::StatusBrief)
+        return "xaggd " + text(s.at("version")) + ", port " + text(s.at("port")) +
+               "/udp\n(a tenant's token: the node's details take the admin token)\n";
     Fields f;
     std::string head = "xaggd " + text(s.at("version")) + ", pid " + text(s.at("pid")) + ", up " +
                        human_duration(s.at("uptime_seconds").get<double>());
