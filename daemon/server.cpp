@@ -171,6 +171,12 @@ private:
             },
             &stragglers_);
         api_->set_node_status([this] { return node_status(); });
+        const uint32_t chunk_elems =
+            resolve_default_chunk_elems(config_.default_chunk_elems, kernel_.jumbo_refusal.empty());
+        api_->set_default_chunk_elems(chunk_elems);
+        spdlog::info(
+            "jobs created without chunk_elems get {}-value chunks (default_chunk_elems = {})",
+            chunk_elems, config_.default_chunk_elems);
         control_ = std::make_unique<ControlServer>(
             [this](const std::string &line, bool remote) {
                 std::lock_guard g(state_lock_);

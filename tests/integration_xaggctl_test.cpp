@@ -164,6 +164,8 @@ TEST_F(XaggctlIntegration, EverySubcommandShowsWhatTheDaemonHoldsAfterRealTraffi
               "XDP        native mode, program id " + m[1].str() + ", attached");
     EXPECT_EQ(line_starting(table.out, "chunks"),
               "chunks     96 on the fast path (75.0%), 32 on the host path (25.0%)");
+    EXPECT_EQ(line_starting(table.out, "new jobs"),
+              "new jobs   768-value chunks unless they say (default_chunk_elems)");
     EXPECT_EQ(line_starting(table.out, "jobs"), "jobs       1 (3 members joined)");
     // The kernel as the kernel itself says (uname, its BTF), and the topology's MTU 9000.
     const KernelOffers kernel = probe_kernel();
@@ -412,6 +414,57 @@ TEST_F(XaggctlIntegration, EachErrorHasItsExitCodeAndSaysWhatToDo)
            "127.0.0.1:9873 --plaintext --token x status");
     EXPECT_EQ(r.code, 7) << r.out;
     EXPECT_NE(r.out.find("is not xaggd's control API"), std::string::npos) << r.out;
+}
+
+// default_chunk_elems = auto, the shipped default: a job created without a chunk size gets
+// jumbo chunks where the aggregator's interface carries them (MTU 9000) and standard ones where
+// it does not (MTU 3200); a size said outright is kept, or refused where it cannot be served;
+// and 2048 fixed on a small MTU is a config problem, found before a start.
+TEST_F(XaggctlIntegration, AJobWithoutAChunkSizeTakesTheLargestTheInterfaceCarries)
+{
+    Topology topo("k", 1);
+    const std::string config = write_config(topo);
+    const auto set_default = [&](const std::string &value) {
+        std::ifstream in(config);
+        std::string text, line;
+        while (std::getline(in, line))
+            if (line.rfind("default_chunk_elems", 0) != 0)
+                text += line + "\n";
+        std::ofstream(config) << text << "default_chunk_elems = " << value << "\n";
+    };
+    const auto created_chunk = [&](const std::string &args) {
+        Result r = ctl("job create --workers 1 --elems 8192 --json " + args);
+        EXPECT_EQ(r.code, 0) << r.out;
+        const json job = json::parse(r.out, nullptr, false)["job"];
+        EXPECT_EQ(ctl("job delete " + job["id"].dump()).code, 0);
+        return job["chunk_elems"];
+    };
+    set_default("auto");
+    auto daemon = start_daemon(config, "xaggd-9000.log");
+    EXPECT_EQ(ctl_json("status")["default_chunk_elems"], XAGG_JUMBO_CHUNK_ELEMS);
+    EXPECT_EQ(created_chunk(""), XAGG_JUMBO_CHUNK_ELEMS);
+    EXPECT_EQ(created_chunk("--chunk-elems 768"), XAGG_CHUNK_ELEMS);
+    daemon->signal(SIGTERM);
+    ASSERT_EQ(daemon->wait(30s), 0) << daemon->output();
+
+    ASSERT_EQ(run_command("ip -n " + topo.agg() + " link set dev eth0 mtu 3200"), "");
+    daemon = start_daemon(config, "xaggd-3200.log");
+    EXPECT_EQ(ctl_json("status")["default_chunk_elems"], XAGG_CHUNK_ELEMS);
+    EXPECT_EQ(created_chunk(""), XAGG_CHUNK_ELEMS);
+    Result r = ctl("job create --workers 1 --elems 8192 --chunk-elems 2048");
+    EXPECT_EQ(r.code, 3) << r.out;
+    EXPECT_NE(r.out.find("this node cannot serve jumbo chunks"), std::string::npos) << r.out;
+    daemon->signal(SIGTERM);
+    ASSERT_EQ(daemon->wait(30s), 0) << daemon->output();
+
+    set_default("2048");
+    r = sh("ip netns exec " + topo.agg() + " " XAGG_BINARY_DIR "/tools/xaggctl config check " +
+           config);
+    EXPECT_EQ(r.code, 6) << r.out;
+    EXPECT_NE(r.out.find("default_chunk_elems = 2048, but this node cannot serve jumbo chunks: "
+                         "interface eth0 has MTU 3200"),
+              std::string::npos)
+        << r.out;
 }
 
 // From `xaggctl tls init` to tenants at work, over TLS from a worker's namespace as from

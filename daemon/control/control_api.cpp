@@ -295,8 +295,8 @@ json ControlApi::create_job(const json &r, const Tenant *tenant)
     req.iterations = number_or(r, "iterations", uint64_t{1} << 40, 0);
     req.host_path = flag_or(r, "host_path", false);
     req.fanout = flag_or(r, "fanout", false);
-    req.chunk_elems =
-        static_cast<uint32_t>(number_or(r, "chunk_elems", XAGG_MAX_CHUNK_ELEMS, XAGG_CHUNK_ELEMS));
+    req.chunk_elems = static_cast<uint32_t>(
+        number_or(r, "chunk_elems", XAGG_MAX_CHUNK_ELEMS, default_chunk_elems_));
 
     const Job &job = jobs_.create(req);
     const uint32_t id = job.id;
@@ -511,6 +511,7 @@ json ControlApi::status(const json &r, const Tenant *tenant)
                 {"pid", getpid()},
                 {"uptime_seconds", uptime_seconds()},
                 {"port", xagg_port_},
+                {"default_chunk_elems", default_chunk_elems_},
                 {"jobs", jobs_.jobs().size()},
                 {"members", members},
                 {"memory",

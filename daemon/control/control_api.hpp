@@ -54,6 +54,10 @@ public:
     // needed).
     nlohmann::json handle(const nlohmann::json &request, const Tenant *tenant = nullptr);
 
+    // The chunk size of a job created without chunk_elems (default_chunk_elems, resolved for
+    // this node's interface).
+    void set_default_chunk_elems(uint32_t elems) { default_chunk_elems_ = elems; }
+
     // Where `status` gets the node's description; without one it reports only the job table.
     void set_node_status(std::function<NodeStatus()> node) { node_ = std::move(node); }
     double uptime_seconds() const
@@ -112,6 +116,7 @@ private:
     std::function<NodeStatus()> node_;
     std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
     uint64_t requests_ = 0, errors_ = 0, forbidden_ = 0;
+    uint32_t default_chunk_elems_ = XAGG_CHUNK_ELEMS;
     std::map<uint32_t, uint64_t> rounds_done_;
 };
 

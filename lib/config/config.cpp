@@ -53,6 +53,12 @@ std::unique_ptr<CLI::App> make_cli(Config &c)
                     "XDP attach mode; skb only where the driver lacks native XDP")
         ->check(CLI::IsMember({"native", "skb"}))
         ->capture_default_str();
+    app->add_option("--default_chunk_elems", c.default_chunk_elems,
+                    "Values per chunk of a job created without chunk_elems: auto (2048 where the "
+                    "interface's MTU carries jumbo chunks, else 768), 768 or 2048")
+        ->check(CLI::IsMember(std::vector<std::string>{"auto", std::to_string(XAGG_CHUNK_ELEMS),
+                                                       std::to_string(XAGG_JUMBO_CHUNK_ELEMS)}))
+        ->capture_default_str();
     app->add_option("--port", c.port, "UDP port of xagg traffic")
         ->check(CLI::Range(1, 65535))
         ->capture_default_str();
@@ -223,6 +229,7 @@ std::vector<std::pair<std::string, std::string>> config_values(const Config &c)
     return {{"interface", c.interface},
             {"datapath", c.datapath},
             {"xdp_mode", c.xdp_mode},
+            {"default_chunk_elems", c.default_chunk_elems},
             {"port", text(c.port)},
             {"max_chunks", text(c.max_chunks)},
             {"max_jobs", text(c.max_jobs)},
@@ -327,6 +334,13 @@ std::vector<std::string> validate_config_file(const std::string &path, Config *p
         }
     }
     return problems;
+}
+
+uint32_t resolve_default_chunk_elems(const std::string &setting, bool jumbo_fits)
+{
+    if (setting == "auto")
+        return jumbo_fits ? XAGG_JUMBO_CHUNK_ELEMS : XAGG_CHUNK_ELEMS;
+    return static_cast<uint32_t>(std::stoul(setting));
 }
 
 void require_private_file(const std::string &key, const std::string &path)

@@ -24,6 +24,9 @@ struct Config {
     std::string datapath = "xdp";       // xdp (fast path + host PS) | host (host PS only)
     std::string xdp_mode = "native";    // native | skb
     uint16_t port = XAGG_DEFAULT_PORT;  // UDP port of xagg traffic
+    // Values per chunk of a job created without chunk_elems: auto (2048 where the interface's
+    // MTU carries jumbo chunks, else 768), 768 or 2048.
+    std::string default_chunk_elems = "auto";
     uint32_t max_chunks = XAGG_DEFAULT_MAX_CHUNKS;  // fast-path capacity, in chunks of 3 KiB
     uint32_t max_jobs = XAGG_DEFAULT_MAX_JOBS;      // job table capacity
     uint32_t min_job_chunks = 256;                  // fast-path memory guaranteed to each job
@@ -82,6 +85,10 @@ std::vector<std::string> check_config(const Config &config);
 // the file is good. What `xaggctl config check` runs.
 // `parsed`, when given, receives the config the file holds (when it parses).
 std::vector<std::string> validate_config_file(const std::string &path, Config *parsed = nullptr);
+
+// The chunk size of a job created without one, for `setting` (default_chunk_elems) on a node
+// whose interface carries jumbo chunks or not: auto takes the largest that fits.
+uint32_t resolve_default_chunk_elems(const std::string &setting, bool jumbo_fits);
 
 // A file of secrets (`key` names it in the message): it must exist and not be readable by
 // everyone. Throws std::runtime_error saying which.

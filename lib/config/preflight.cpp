@@ -52,6 +52,12 @@ std::vector<std::string> check_host(const Config &c)
     std::vector<std::string> problems;
     if (std::string p = sys::chunk_mtu_problem(c.interface); !p.empty())
         problems.push_back(p);
+    else if (c.default_chunk_elems == std::to_string(XAGG_JUMBO_CHUNK_ELEMS))
+        if (std::string jumbo = sys::chunk_mtu_problem(c.interface, XAGG_JUMBO_MIN_MTU);
+            !jumbo.empty())
+            problems.push_back("default_chunk_elems = " + c.default_chunk_elems +
+                               ", but this node cannot serve jumbo chunks: " + jumbo +
+                               " (or default_chunk_elems = auto)");
     if (!c.metrics_address.empty())
         if (std::string p = bind_problem("metrics_address", c.metrics_address); !p.empty())
             problems.push_back(p);

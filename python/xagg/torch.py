@@ -160,7 +160,8 @@ def backend_settings(environ=None):
                           through the rendezvous store
     XAGG_JOB_ELEMS        the created job's size in values (default 1048576: a window of it, any
                           tensor size runs through it)
-    XAGG_CHUNK_ELEMS      the created job's chunk size: 768 (default) or 2048 (jumbo, MTU 9000)
+    XAGG_CHUNK_ELEMS      the created job's chunk size: 768 or 2048 (jumbo, MTU 9000); unset:
+                          the aggregator's default_chunk_elems (2048 where its MTU allows)
     XAGG_CONTROL_SOCKET   the daemon's Unix control socket (default /run/xagg/xaggd.sock), or
     XAGG_CONTROL_HOST     HOST:PORT of its TCP control API, with XAGG_TOKEN, XAGG_TLS_CA,
                           XAGG_TLS_CERT, XAGG_TLS_KEY, XAGG_TLS_PLAINTEXT=1

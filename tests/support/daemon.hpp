@@ -87,7 +87,11 @@ protected:
                             << "interface = eth0\n"
                             << "netns = " << topo.agg() << "\n"
                             << "max_chunks = " << max_chunks << "\n"
-                            << "min_job_chunks = " << min_job_chunks << "\n"
+                            << "min_job_chunks = " << min_job_chunks
+                            << "\n"
+                            // These tests count 768-value chunks where a job is created without
+                            // a size; the default (auto: jumbo at MTU 9000) is tested by itself.
+                            << "default_chunk_elems = 768\n"
                             << "bpffs_dir = " << bpffs_ << "\n"
                             << "state_dir = " << dir_ << "/state\n"
                             << "host_slots_dir = " << dir_ << "/slots\n"
@@ -103,7 +107,7 @@ protected:
         std::string path = dir_ + "/xaggd2.conf";
         std::ofstream(path) << "interface = eth0\nnetns = " << netns << "\nbpffs_dir = " << bpffs_
                             << "-2\nstate_dir = " << dir_ << "/state2\nhost_slots_dir = " << dir_
-                            << "/slots2\ncontrol_socket = " << socket
+                            << "/slots2\ndefault_chunk_elems = 768\ncontrol_socket = " << socket
                             << "\nmetrics_address =\nlog_level = debug\n";
         return path;
     }

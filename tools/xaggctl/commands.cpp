@@ -69,16 +69,17 @@ control::ControlClient client(const Globals &g)
     return control::ControlClient(e);
 }
 
-// --chunk-elems for a job created on `where` (one daemon, or the cluster's nodes).
-void add_chunk_elems_option(CLI::App *create, uint32_t &chunk_elems, const std::string &where)
+// --chunk-elems for a job created on `where` (one daemon, or the cluster's nodes), with what
+// happens when it is not given.
+void add_chunk_elems_option(CLI::App *create, uint32_t &chunk_elems, const std::string &where,
+                            const std::string &otherwise)
 {
     create
         ->add_option("--chunk-elems", chunk_elems,
                      "Values per chunk: 768, or 2048 (jumbo) where every link between the "
                      "workers and " +
-                         where + " has an MTU of 9000")
-        ->check(CLI::IsMember({XAGG_CHUNK_ELEMS, XAGG_JUMBO_CHUNK_ELEMS}))
-        ->capture_default_str();
+                         where + " has an MTU of 9000. Not given: " + otherwise)
+        ->check(CLI::IsMember({XAGG_CHUNK_ELEMS, XAGG_JUMBO_CHUNK_ELEMS}));
 }
 
 void add_status(CLI::App &app, Cli &cli)
@@ -152,7 +153,9 @@ void add_job(CLI::App &app, Cli &cli)
         ->capture_default_str();
     create->add_flag("--host-path", c.host_path, "Serve every chunk by the host parameter server");
     create->add_flag("--fanout", c.fanout, "Unicast results to each member instead of multicast");
-    add_chunk_elems_option(create, c.chunk_elems, "this node");
+    add_chunk_elems_option(create, c.chunk_elems, "this node",
+                           "the daemon's default_chunk_elems (2048 where its interface's MTU "
+                           "carries jumbo chunks, else 768; xaggctl status shows it)");
     create->footer(
         "Example: xaggctl job create --id 7 --workers 4 --elems 16777216 --policy evict");
     create->callback([&cli, &c] {
@@ -169,7 +172,8 @@ void add_job(CLI::App &app, Cli &cli)
             req.iterations = c.iterations;
             req.host_path = c.host_path;
             req.fanout = c.fanout;
-            req.chunk_elems = c.chunk_elems;
+            if (c.chunk_elems)
+                req.chunk_elems = c.chunk_elems;
             const auto r = client(cli.globals).call_as<api::JobReply>(req);
             return print(cli.globals, r, [&] { return render_job(r.job); });
         };
@@ -416,7 +420,10 @@ void add_cluster(CLI::App &app, Cli &cli)
                      "Chunks per partition: the unit placed on one node")
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
-    add_chunk_elems_option(create, a.chunk_elems, "the nodes");
+    add_chunk_elems_option(
+        create, a.chunk_elems, "the nodes",
+        "768: a cluster job's chunk size is one for all its nodes, whose links xaggctl cannot "
+        "see, so jumbo is said outright");
     create->footer(
         "Example: xaggctl cluster --etcd http://10.0.0.2:2379 job create --id 7 "
         "--workers 8 --elems 110000000 --chunk-elems 2048");

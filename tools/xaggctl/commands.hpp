@@ -37,7 +37,7 @@ struct Args {
         std::string policy = "wait";
         double weight = 1;
         bool host_path = false, fanout = false;
-        uint32_t chunk_elems = XAGG_CHUNK_ELEMS;
+        uint32_t chunk_elems = 0;  // 0: the daemon's default_chunk_elems
     } create;
     struct {
         double interval = 1, watch = 0;

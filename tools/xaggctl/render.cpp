@@ -169,6 +169,9 @@ std::string render_status(const json &s)
                             ", jumbo chunks " + jumbo);
     }
     f.add("port", text(s.at("port")) + "/udp");
+    if (s.contains("default_chunk_elems"))
+        f.add("new jobs", text(s["default_chunk_elems"]) +
+                              "-value chunks unless they say (default_chunk_elems)");
     if (s.contains("control")) {
         std::string tcp = text(s["control"]["tcp_address"]);
         f.add("control", text(s["control"]["socket"]) + (tcp.empty() ? "" : ", tcp " + tcp));
