@@ -26,6 +26,9 @@ int main(int argc, char **argv)
     // problem said at once, before anything is attached or bound.
     auto problems = xagg::daemon::check_config(config);
     if (problems.empty())
+        if (std::string p = xagg::daemon::enter_config_netns(config); !p.empty())
+            problems.push_back(p);
+    if (problems.empty())
         problems = xagg::daemon::check_host(config);
     for (const auto &p : problems)
         spdlog::error("{}", p);

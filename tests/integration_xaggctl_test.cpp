@@ -493,8 +493,7 @@ TEST_F(XaggctlIntegration, TlsInitMakesWhatXaggdServesAndATenantTokenReachesOnly
         << "control_tcp_address = 0.0.0.0:9874\ncontrol_token_file = " << pki
         << "/token\ncontrol_tenants_file = " << pki << "/tenants\ncontrol_tls_cert = " << pki
         << "/server.pem\ncontrol_tls_key = " << pki << "/server.key\n";
-    r = sh("ip netns exec " + topo.agg() + " " XAGG_BINARY_DIR "/tools/xaggctl config check " +
-           config);
+    r = ctl("config check " + config);  // in the config's netns, as xaggd runs there
     EXPECT_EQ(r.code, 0) << r.out;
     auto daemon = start_daemon(config, "xaggd.log");
     const auto as = [&](const std::string &token, const std::string &args) {

@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "lib/sys/mtu.hpp"
+#include "lib/sys/netns.hpp"
 #include "lib/tls/tls.hpp"
 
 namespace xagg::daemon {
@@ -75,11 +76,27 @@ std::vector<std::string> check_host(const Config &c)
     return problems;
 }
 
+std::string enter_config_netns(const Config &config)
+{
+    if (config.netns.empty())
+        return "";
+    try {
+        sys::enter_netns(config.netns);
+        return "";
+    } catch (const std::exception &e) {
+        return "netns = " + config.netns + ": " + e.what();
+    }
+}
+
 std::vector<std::string> validate_for_start(const std::string &path)
 {
     Config config;
     auto problems = validate_config_file(path, &config);
-    return problems.empty() ? check_host(config) : problems;
+    if (!problems.empty())
+        return problems;
+    if (std::string problem = enter_config_netns(config); !problem.empty())
+        return {problem};
+    return check_host(config);
 }
 
 }  // namespace xagg::daemon

@@ -16,9 +16,14 @@ namespace xagg::daemon {
 // Run after check_config() found none. Reads the TLS files, binds nothing it keeps.
 std::vector<std::string> check_host(const Config &config);
 
+// Enters the config's `netns` (when it names one) for good, as xaggd runs there: the host
+// checks are then that namespace's. The problem, or "".
+std::string enter_config_netns(const Config &config);
+
 // The whole check of a config file, as xaggd makes it before it starts: the file, line by line
 // (check_config_file), the whole config (check_config), the token file, then this host
-// (check_host). Empty when the file is good.
+// (check_host), in the config's `netns` when it names one (entered for good, as xaggd enters
+// it). Empty when the file is good.
 std::vector<std::string> validate_for_start(const std::string &path);
 
 }  // namespace xagg::daemon
