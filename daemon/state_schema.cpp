@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "daemon/state_schema.hpp"
 
+#include "xagg/job_rules.hpp"
+
 #include <stdexcept>
 #include <string>
 
@@ -72,11 +74,10 @@ Job load_job(const json &j, bool keyed)
     job.gradient_elems = j.at("gradient_elems").get<uint64_t>();
     // Files written before jumbo chunks have standard jobs only.
     job.chunk_elems = j.value("chunk_elems", uint32_t{XAGG_CHUNK_ELEMS});
-    if (job.chunk_elems != XAGG_CHUNK_ELEMS && job.chunk_elems != XAGG_JUMBO_CHUNK_ELEMS)
+    if (!job_rules::valid_chunk_elems(job.chunk_elems))
         throw std::invalid_argument("job " + std::to_string(job.id) + ": chunk_elems " +
                                     std::to_string(job.chunk_elems) + " is neither " +
-                                    std::to_string(XAGG_CHUNK_ELEMS) + " nor " +
-                                    std::to_string(XAGG_JUMBO_CHUNK_ELEMS));
+                                    job_rules::chunk_elems_choices("nor"));
     job.chunks = j.at("chunks").get<uint32_t>();
     job.region_base = j.at("region_base").get<uint32_t>();
     job.region_chunks = j.at("region_chunks").get<uint32_t>();

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "daemon/cluster/cluster_agent.hpp"
 
+#include "xagg/job_rules.hpp"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -24,19 +26,6 @@ using nlohmann::json;
 // A live placement is redone when that makes its slowest node at least this much faster.
 constexpr double kRebalanceGain = 0.25;
 
-// The job's largest tensor in blocks, each a chunk of the job's size.
-uint64_t tensor_blocks(const ClusterJob &job)
-{
-    return (job.gradient_elems + job.chunk_elems - 1) / job.chunk_elems;
-}
-
-// The chunks a float all-reduce of `blocks` of the job's blocks sends: those and their
-// exponent chunks.
-uint64_t chunks_sent(const ClusterJob &job, uint64_t blocks)
-{
-    return blocks + wire::exponent_chunks(blocks, job.chunk_elems);
-}
-
 std::vector<uint64_t> partition_sizes(const ClusterJob &job)
 {
     std::vector<uint64_t> sizes;
@@ -49,7 +38,8 @@ std::vector<uint64_t> partition_sizes(const ClusterJob &job)
 
 uint64_t job_chunks(const ClusterJob &job)
 {
-    return chunks_sent(job, tensor_blocks(job)) * xagg_chunk_parts(job.chunk_elems);
+    return job_rules::float_wire_chunks(job.gradient_elems, job.chunk_elems) *
+           job_rules::positions_per_chunk(job.chunk_elems);
 }
 
 std::optional<ClusterPlacement> replace(const ClusterJob &job,
@@ -135,8 +125,9 @@ uint64_t local_share(const ClusterJob &job, const ClusterPlacement &p, const std
     // The client splits every tensor by weight (partitions per node); this node's slots hold
     // its share of the largest tensor, one block rounded up, and its exponent chunks; a block
     // is a chunk of the job's size.
-    uint64_t mine = (tensor_blocks(job) * k + p.partitions.size() - 1) / p.partitions.size() + 1;
-    return chunks_sent(job, mine) * job.chunk_elems;
+    const uint64_t blocks = job_rules::blocks(job.gradient_elems, job.chunk_elems);
+    uint64_t mine = (blocks * k + p.partitions.size() - 1) / p.partitions.size() + 1;
+    return job_rules::float_wire_chunks(mine * job.chunk_elems, job.chunk_elems) * job.chunk_elems;
 }
 
 ClusterAgent::ClusterAgent(ClusterConfig config)

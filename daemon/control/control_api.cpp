@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "daemon/jobs/progress.hpp"
+#include "xagg/job_rules.hpp"
 #include "xagg/release.h"
 
 namespace xagg::daemon {
@@ -274,19 +275,21 @@ json ControlApi::create_job(const json &r, const Tenant *tenant)
                    "weight", "iterations", "host_path", "fanout", "chunk_elems"});
     JobRequest req;
     if (r.contains("id"))
-        req.id = static_cast<uint32_t>(number(r, "id", XAGG_MAX_JOB_ID));
+        req.id = static_cast<uint32_t>(number(r, "id", job_rules::kMaxJobId));
     else if (tenant)
         req.id = free_id_of(*tenant);
-    req.workers = static_cast<uint32_t>(number(r, "workers", XAGG_MAX_WORKERS));
-    req.gradient_elems = number(r, "gradient_elems", uint64_t{1} << 40);
+    req.workers = static_cast<uint32_t>(number(r, "workers", job_rules::kMaxWorkers));
+    req.gradient_elems = number(r, "gradient_elems", job_rules::kMaxGradientElems);
     if (r.contains("policy")) {
         std::string p = text(r, "policy");
         if (p != "wait" && p != "evict")
             refuse("'policy' must be \"wait\" or \"evict\"");
         req.policy = p == "evict" ? StragglerPolicy::evict : StragglerPolicy::wait;
     }
-    req.timeout_ms = static_cast<uint32_t>(number_or(r, "timeout_ms", 3600000, 1000));
-    req.evict_after = static_cast<uint32_t>(number_or(r, "evict_after", 1000, 3));
+    req.timeout_ms =
+        static_cast<uint32_t>(number_or(r, "timeout_ms", 3600000, job_rules::kDefaultTimeoutMs));
+    req.evict_after =
+        static_cast<uint32_t>(number_or(r, "evict_after", 1000, job_rules::kDefaultEvictAfter));
     if (r.contains("weight")) {
         if (!r.at("weight").is_number())
             refuse("'weight' must be a number");

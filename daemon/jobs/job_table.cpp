@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "daemon/jobs/job_table.hpp"
 
+#include "xagg/job_rules.hpp"
+
 #include "xagg/api.hpp"
 
 #include <arpa/inet.h>
@@ -143,17 +145,15 @@ const Job &JobTable::create(const JobRequest &r)
 {
     if (jobs_.size() >= max_jobs_)
         refuse("the job table is full (" + std::to_string(max_jobs_) + " jobs)", Refusal::no_room);
-    if (r.workers < 1 || r.workers > XAGG_MAX_WORKERS)
-        refuse("workers must be 1..64");
+    if (!job_rules::valid_workers(r.workers))
+        refuse("workers must be 1.." + std::to_string(job_rules::kMaxWorkers));
     if (r.gradient_elems == 0)
         refuse("gradient_elems must be positive");
-    if (r.chunk_elems != XAGG_CHUNK_ELEMS && r.chunk_elems != XAGG_JUMBO_CHUNK_ELEMS)
-        refuse("chunk_elems must be " + std::to_string(XAGG_CHUNK_ELEMS) + " or " +
-               std::to_string(XAGG_JUMBO_CHUNK_ELEMS));
+    if (!job_rules::valid_chunk_elems(r.chunk_elems))
+        refuse("chunk_elems must be " + job_rules::chunk_elems_choices());
     if (r.chunk_elems == XAGG_JUMBO_CHUNK_ELEMS && !jumbo_refusal_.empty())
         refuse("this node cannot serve jumbo chunks: " + jumbo_refusal_, Refusal::unsupported);
-    const uint32_t parts = xagg_chunk_parts(r.chunk_elems);
-    uint64_t chunks = (r.gradient_elems + r.chunk_elems - 1) / r.chunk_elems * parts;
+    const uint64_t chunks = job_rules::positions(r.gradient_elems, r.chunk_elems);
     if (chunks > UINT32_MAX)
         refuse("gradient_elems is too large (at most 2^32 slots of 768 values)");
     if (r.timeout_ms == 0)
@@ -165,8 +165,8 @@ const Job &JobTable::create(const JobRequest &r)
     uint32_t id = 0;
     if (r.id) {
         id = *r.id;
-        if (id == 0 || id > 0xffff)
-            refuse("job id must be 1.." + std::to_string(XAGG_MAX_JOB_ID));
+        if (!job_rules::valid_job_id(id))
+            refuse("job id must be 1.." + std::to_string(job_rules::kMaxJobId));
         if (jobs_.count(id))
             refuse("job " + std::to_string(id) + " exists", Refusal::conflict);
     } else {

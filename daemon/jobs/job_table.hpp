@@ -14,6 +14,7 @@
 #include "lib/sched/memory_scheduler.hpp"
 #include "xagg/check.h"
 #include "xagg/fastpath.h"
+#include "xagg/job_rules.hpp"
 #include "xagg/proto.h"
 
 namespace xagg::daemon {
@@ -31,12 +32,12 @@ struct JobRequest {
     uint32_t workers = 0;         // 1..64
     uint64_t gradient_elems = 0;  // int32 values per all-reduce
     StragglerPolicy policy = StragglerPolicy::wait;
-    uint32_t timeout_ms = 1000;  // a slot partial this long is a straggler event
-    uint32_t evict_after = 3;    // under `evict`: consecutive timeouts before a rank is removed
-    double weight = 1.0;         // share of fast-path memory relative to other jobs
-    uint64_t iterations = 0;     // all-reduces the job will run; 0 = not said (benefit policy)
-    bool host_path = false;      // all chunks to the host-side parameter server
-    bool fanout = false;         // unicast fan-out instead of multicast results
+    uint32_t timeout_ms = job_rules::kDefaultTimeoutMs;    // a slot partial this long: straggler
+    uint32_t evict_after = job_rules::kDefaultEvictAfter;  // under `evict`: timeouts, then out
+    double weight = job_rules::kDefaultWeight;  // share of fast-path memory relative to others
+    uint64_t iterations = 0;  // all-reduces the job will run; 0 = not said (benefit policy)
+    bool host_path = false;   // all chunks to the host-side parameter server
+    bool fanout = false;      // unicast fan-out instead of multicast results
     uint32_t chunk_elems = XAGG_CHUNK_ELEMS;  // or XAGG_JUMBO_CHUNK_ELEMS (MTU 9000)
 };
 

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "xagg/job_rules.hpp"
 #include "xagg/proto.h"
 
 namespace xagg {
@@ -34,7 +35,8 @@ struct ClusterJob {
     uint32_t id = 0;  // from the key
     uint32_t workers = 0;
     uint64_t gradient_elems = 0;
-    uint64_t partition_chunks = 16384;  // slot positions (a jumbo chunk takes several)
+    uint64_t partition_chunks =
+        job_rules::kDefaultPartitionChunks;  // slot positions (a jumbo chunk takes several)
     // Values per chunk on the wire: XAGG_CHUNK_ELEMS, or XAGG_JUMBO_CHUNK_ELEMS where every
     // worker and node is on a 9000-byte MTU. Every node's share is a local job of this size.
     uint32_t chunk_elems = XAGG_CHUNK_ELEMS;
@@ -112,21 +114,21 @@ inline ClusterJob parse_job(uint32_t id, const std::string &value)
     try {
         job.workers = j.at("workers").get<uint32_t>();
         job.gradient_elems = j.at("gradient_elems").get<uint64_t>();
-        job.partition_chunks = j.value("partition_chunks", uint64_t{16384});
+        job.partition_chunks = j.value("partition_chunks", job_rules::kDefaultPartitionChunks);
         job.chunk_elems = j.value("chunk_elems", uint32_t{XAGG_CHUNK_ELEMS});  // before v3: 768
     } catch (const nlohmann::json::exception &e) {
         throw std::invalid_argument("job " + std::to_string(id) + ": " + e.what());
     }
-    if (id == XAGG_JOB_ID_NONE || id > XAGG_MAX_JOB_ID || job.workers < 1 ||
-        job.workers > XAGG_MAX_WORKERS || job.gradient_elems == 0 || job.partition_chunks == 0)
+    if (!job_rules::valid_job_id(id) || !job_rules::valid_workers(job.workers) ||
+        job.gradient_elems == 0 || job.partition_chunks == 0)
         throw std::invalid_argument("job " + std::to_string(id) + ": id 1-" +
-                                    std::to_string(XAGG_MAX_JOB_ID) +
-                                    ", workers 1-64, gradient_elems and partition_chunks positive");
-    if (job.chunk_elems != XAGG_CHUNK_ELEMS && job.chunk_elems != XAGG_JUMBO_CHUNK_ELEMS)
+                                    std::to_string(job_rules::kMaxJobId) + ", workers 1-" +
+                                    std::to_string(job_rules::kMaxWorkers) +
+                                    ", gradient_elems and partition_chunks positive");
+    if (!job_rules::valid_chunk_elems(job.chunk_elems))
         throw std::invalid_argument("job " + std::to_string(id) + ": chunk_elems " +
                                     std::to_string(job.chunk_elems) + " is neither " +
-                                    std::to_string(XAGG_CHUNK_ELEMS) + " nor " +
-                                    std::to_string(XAGG_JUMBO_CHUNK_ELEMS));
+                                    job_rules::chunk_elems_choices("nor"));
     return job;
 }
 

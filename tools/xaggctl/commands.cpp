@@ -79,7 +79,14 @@ void add_chunk_elems_option(CLI::App *create, uint32_t &chunk_elems, const std::
                      "Values per chunk: 768, or 2048 (jumbo) where every link between the "
                      "workers and " +
                          where + " has an MTU of 9000. Not given: " + otherwise)
-        ->check(CLI::IsMember({XAGG_CHUNK_ELEMS, XAGG_JUMBO_CHUNK_ELEMS}));
+        ->check(CLI::Validator(
+            [](const std::string &v) {
+                return !v.empty() && v.find_first_not_of("0123456789") == std::string::npos &&
+                               v.size() < 10 && job_rules::valid_chunk_elems(std::stoull(v))
+                           ? std::string()
+                           : "must be " + job_rules::chunk_elems_choices();
+            },
+            "{" + job_rules::chunk_elems_choices() + "}"));
 }
 
 void add_status(CLI::App &app, Cli &cli)
@@ -176,6 +183,48 @@ void add_job(CLI::App &app, Cli &cli)
                 req.chunk_elems = c.chunk_elems;
             const auto r = client(cli.globals).call_as<api::JobReply>(req);
             return print(cli.globals, r, [&] { return render_job(r.job); });
+        };
+    });
+
+    auto *size = job->add_subcommand(
+        "size",
+        "What a tensor takes (offline, the job rules of include/xagg/job_rules.hpp): its blocks, "
+        "the exponent chunks a float all-reduce adds, the --elems of a job that holds it and "
+        "the slot positions (fast-path memory) that job takes");
+    auto &z = cli.args.size;
+    size->add_option("--elems", z.elems, "Values of the tensor")
+        ->required()
+        ->check(CLI::PositiveNumber);
+    add_chunk_elems_option(size, z.chunk_elems, "the aggregator", "required here");
+    size->get_option("--chunk-elems")->required();
+    size->add_option("--dtype", z.dtype, "float (exponent chunks added) or int32")
+        ->check(CLI::IsMember({"float", "int32"}))
+        ->capture_default_str();
+    size->footer("Example: xaggctl job size --elems 4194304 --chunk-elems 2048 --json");
+    size->callback([&cli, &z] {
+        cli.action = [&cli, &z] {
+            const uint64_t blocks = job_rules::blocks(z.elems, z.chunk_elems);
+            const uint64_t wire =
+                z.dtype == "float" ? job_rules::float_wire_chunks(z.elems, z.chunk_elems) : blocks;
+            const uint64_t positions = job_rules::positions(wire * z.chunk_elems, z.chunk_elems);
+            json r = {{"tensor_elems", z.elems},
+                      {"chunk_elems", z.chunk_elems},
+                      {"dtype", z.dtype},
+                      {"blocks", blocks},
+                      {"exponent_chunks", wire - blocks},
+                      {"wire_chunks", wire},
+                      {"job_elems", wire * z.chunk_elems},
+                      {"positions", positions}};
+            return print(cli.globals, r, [&] {
+                return std::to_string(z.elems) + " " + z.dtype + " values in chunks of " +
+                       std::to_string(z.chunk_elems) + ": " + std::to_string(blocks) +
+                       " blocks + " + std::to_string(wire - blocks) +
+                       " exponent chunks = " + std::to_string(wire) +
+                       " chunks on the wire\njob create --elems " +
+                       std::to_string(wire * z.chunk_elems) + " --chunk-elems " +
+                       std::to_string(z.chunk_elems) + " holds it in " + std::to_string(positions) +
+                       " slot positions of fast-path memory\n";
+            });
         };
     });
 

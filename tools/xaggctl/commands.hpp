@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "lib/control/control_client.hpp"
+#include "xagg/job_rules.hpp"
 #include "xagg/proto.h"
 
 namespace CLI {
@@ -32,10 +33,11 @@ struct Args {
     std::string addr;            // worker join
     uint16_t port = 0;
     struct {
-        uint32_t id = 0, workers = 0, timeout_ms = 1000, evict_after = 3;
+        uint32_t id = 0, workers = 0, timeout_ms = job_rules::kDefaultTimeoutMs,
+                 evict_after = job_rules::kDefaultEvictAfter;
         uint64_t elems = 0, iterations = 0;
         std::string policy = "wait";
-        double weight = 1;
+        double weight = job_rules::kDefaultWeight;
         bool host_path = false, fanout = false;
         uint32_t chunk_elems = 0;  // 0: the daemon's default_chunk_elems
     } create;
@@ -47,7 +49,7 @@ struct Args {
     struct {
         std::string etcd, prefix = "/xagg";
         uint32_t id = 0, workers = 0;
-        uint64_t elems = 0, partition_chunks = 16384;
+        uint64_t elems = 0, partition_chunks = job_rules::kDefaultPartitionChunks;
         uint32_t chunk_elems = XAGG_CHUNK_ELEMS;
     } cluster;
     std::string file;  // config check; token tenant/revoke: the tenants file
@@ -59,6 +61,11 @@ struct Args {
     struct {
         std::string name, jobs, admin_token_file;
     } token;
+    struct {
+        uint64_t elems = 0;
+        uint32_t chunk_elems = 0;
+        std::string dtype = "float";
+    } size;             // job size
     std::string shell;  // completion
 };
 
