@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "daemon/datapath/fast_store.hpp"
+#include "daemon/jobs/job_entry.hpp"
 #include "daemon/datapath/host_ps.hpp"
 #include "lib/fastpath/fastpath.hpp"
 #include "tests/support/fastpath_fixture.hpp"

@@ -338,11 +338,12 @@ TEST(CompletionTest, BashCompletesTheCommandTreeAndChoices)
     auto cli = make_cli();
     std::string script = bash_completion(*cli->app, "xaggctl");
     EXPECT_EQ(complete(script, "xaggctl jo"), "job\n");
-    EXPECT_EQ(complete(script, "xaggctl job \\\"\\\""), "create delete list show\n");
+    EXPECT_EQ(complete(script, "xaggctl job \\\"\\\""), "create delete list show size\n");
     EXPECT_EQ(complete(script, "xaggctl --socket /tmp/s worker e"), "evict\n");
     EXPECT_EQ(complete(script, "xaggctl job create --pol"), "--policy\n");
     EXPECT_EQ(complete(script, "xaggctl job show 7 --j"), "--json\n");
     EXPECT_EQ(complete(script, "xaggctl job create --policy \\\"\\\""), "wait evict\n");
+    EXPECT_EQ(complete(script, "xaggctl job create --chunk-elems \\\"\\\""), "768 2048\n");
     EXPECT_EQ(complete(script, "xaggctl stats --w"), "--watch\n");
     EXPECT_EQ(complete(script, "xaggctl completion b"), "bash\n");
 }

@@ -1,24 +1,17 @@
 // SPDX-License-Identifier: MIT
 // The datapath layer's contract with the rest of the daemon: where job changes are mirrored
-// (both paths in xaggd, a recorder in unit tests) and what a scan reads of a slot.
+// (both paths in xaggd, a recorder in unit tests) and what a scan reads of a slot
+// (jobs/slot_state.hpp).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "daemon/jobs/job_table.hpp"
+#include "daemon/jobs/slot_state.hpp"
 #include "xagg/counters.hpp"
 
 namespace xagg::daemon {
-
-// What a scan needs of a slot (of either path): whose round it is and who is in it.
-struct SlotState {
-    uint32_t chunk = 0;  // the job's chunk index
-    uint32_t tag = 0;    // the owner tag the slot carries
-    uint32_t round = 0;
-    uint64_t seen = 0;
-    uint64_t started_ns = 0;
-};
 
 class Datapath {
 public:

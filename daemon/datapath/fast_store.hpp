@@ -1,15 +1,12 @@
 // SPDX-License-Identifier: MIT
 // FastStore over the real maps: lib/fastpath's FastPath, with the daemon's Job turned into the
-// map entry the XDP program reads.
+// map entry the XDP program reads (jobs/job_entry.hpp).
 #pragma once
 
 #include "daemon/datapath/stores.hpp"
 #include "lib/fastpath/fastpath.hpp"
 
 namespace xagg::daemon {
-
-// The fast path's view of a job: its members' bitmap (evicted ranks left out), its region.
-JobSpec job_spec(const Job &job);
 
 class FastPathStore : public FastStore {
 public:

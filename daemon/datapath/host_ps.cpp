@@ -16,8 +16,7 @@
 #include <system_error>
 #include <thread>
 
-#include "lib/fastpath/fastpath.hpp"
-#include "daemon/datapath/fast_store.hpp"
+#include "daemon/jobs/job_entry.hpp"
 #include "xagg/check.h"
 #include "xagg/slot.h"
 
@@ -133,10 +132,10 @@ void HostPs::wait_for_threads(uint64_t version) const
 // The map entries the acceptance rule reads, rebuilt from the table's view of the job.
 void HostPs::refresh_entries(ServedJob &served)
 {
-    served.entry = job_value(job_spec(served.job));
+    served.entry = job_entry(served.job);
     served.members.clear();
     for (const auto &[rank, m] : served.job.members)
-        served.members[rank] = member_value(m.addr, m.port);
+        served.members[rank] = member_entry(m);
 }
 
 void HostPs::put_job(const Job &job)

@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "daemon/datapath/datapath.hpp"
 #include "daemon/jobs/job_table.hpp"
+#include "daemon/jobs/slot_state.hpp"
 #include "xagg/fastpath.h"
 
 namespace xagg::daemon {

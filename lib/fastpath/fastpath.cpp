@@ -105,33 +105,6 @@ void remove(int map_fd, const void *key, const std::string &what)
 
 }  // namespace
 
-xagg_job job_value(const JobSpec &job)
-{
-    xagg_job value{};
-    value.members = job.members;
-    value.region_base = job.region_base;
-    value.region_chunks = job.region_chunks;
-    value.chunk_elems = job.chunk_elems;
-    value.flags = 0;
-    if (job.host_path)
-        value.flags |= XAGG_JOB_HOST_PATH;
-    if (job.fanout)
-        value.flags |= XAGG_JOB_FANOUT;
-    value.group_addr = job.group.s_addr;
-    value.group_port = htons(job.group_port);
-    value.tag = job.tag;
-    value.key = htobe64(job.key);
-    return value;
-}
-
-xagg_member member_value(in_addr addr, uint16_t port)
-{
-    xagg_member value{};
-    value.addr = addr.s_addr;
-    value.port = htons(port);
-    return value;
-}
-
 FastPath::FastPath(const FastPathConfig &config)
     : config_(config),
       kernel_(probe_kernel()),

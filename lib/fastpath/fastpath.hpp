@@ -19,6 +19,7 @@
 #include "lib/fastpath/kernel_probe.hpp"
 #include "xagg/counters.hpp"
 #include "xagg/fastpath.h"
+#include "xagg/job_entry.hpp"
 
 struct xagg_fastpath;  // the generated skeleton
 
@@ -46,26 +47,6 @@ struct Attachment {
     std::string mode;       // "native", "skb", "hw" or "none", as the kernel says
     uint32_t prog_id = 0;   // the kernel's id of the program attached (ours or not)
 };
-
-// A job as the fast path sees it.
-struct JobSpec {
-    uint32_t id = 0;
-    uint64_t members = 0;                     // bitmap of ranks
-    uint32_t region_base = 0;                 // first slot position of its region
-    uint32_t region_chunks = 0;               // slot positions held on the fast path (xagg_job)
-    uint16_t chunk_elems = XAGG_CHUNK_ELEMS;  // or XAGG_JUMBO_CHUNK_ELEMS
-    uint32_t tag = 0;         // owner tag of its slots (xagg_job.tag); never XAGG_TAG_NONE
-    uint64_t key = 0;         // the job key (host order; xagg_job.key is wire order)
-    bool host_path = false;   // everything to the host-side parameter server
-    bool fanout = false;      // results by one unicast copy per member, not multicast
-    in_addr group{};          // multicast group of results
-    uint16_t group_port = 0;  // host order
-};
-
-// The map entries of a job and of a member, as the XDP program reads them. The host-side
-// parameter server holds the same values, so both paths apply xagg/check.h to the same data.
-xagg_job job_value(const JobSpec &job);
-xagg_member member_value(in_addr addr, uint16_t port);
 
 class FastPath {
 public:
