@@ -87,8 +87,8 @@ void add_chunk_elems_option(CLI::App *create, uint32_t &chunk_elems, const std::
                            : "must be " + job_rules::chunk_elems_choices();
             },
             // "{768,2048}", as CLI::IsMember describes itself (the completion reads it).
-            "{" + std::to_string(XAGG_CHUNK_ELEMS) + "," +
-                std::to_string(XAGG_JUMBO_CHUNK_ELEMS) + "}"));
+            "{" + std::to_string(XAGG_CHUNK_ELEMS) + "," + std::to_string(XAGG_JUMBO_CHUNK_ELEMS) +
+                "}"));
 }
 
 void add_status(CLI::App &app, Cli &cli)
