@@ -25,51 +25,6 @@ using api::Refusal;
     throw api::Refused(code, why);
 }
 
-// The request may carry `op` and exactly the fields named; anything else is a mistake worth
-// reporting rather than ignoring.
-void allow_only(const json &r, std::initializer_list<const char *> fields)
-{
-    std::set<std::string> allowed(fields.begin(), fields.end());
-    allowed.insert("op");
-    for (const auto &[key, value] : r.items())
-        if (!allowed.count(key))
-            refuse("unknown field '" + key + "'");
-}
-
-uint64_t number(const json &r, const char *field, uint64_t max)
-{
-    if (!r.contains(field))
-        refuse(std::string("missing field '") + field + "'");
-    const json &v = r.at(field);
-    if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0))
-        refuse(std::string("'") + field + "' must be a non-negative integer");
-    uint64_t n = v.get<uint64_t>();
-    if (n > max)
-        refuse(std::string("'") + field + "' must be at most " + std::to_string(max));
-    return n;
-}
-
-uint64_t number_or(const json &r, const char *field, uint64_t max, uint64_t fallback)
-{
-    return r.contains(field) ? number(r, field, max) : fallback;
-}
-
-bool flag_or(const json &r, const char *field, bool fallback)
-{
-    if (!r.contains(field))
-        return fallback;
-    if (!r.at(field).is_boolean())
-        refuse(std::string("'") + field + "' must be true or false");
-    return r.at(field).get<bool>();
-}
-
-std::string text(const json &r, const char *field)
-{
-    if (!r.contains(field) || !r.at(field).is_string())
-        refuse(std::string("'") + field + "' must be a string");
-    return r.at(field).get<std::string>();
-}
-
 // Compares in time independent of where the strings differ, so the token cannot be guessed
 // byte by byte from response times.
 bool same_secret(const std::string &a, const std::string &b)
@@ -269,37 +224,23 @@ json ControlApi::handle(const json &request, const Tenant *tenant)
     }
 }
 
-json ControlApi::create_job(const json &r, const Tenant *tenant)
+json ControlApi::create_job(const json &j, const Tenant *tenant)
 {
-    allow_only(r, {"id", "workers", "gradient_elems", "policy", "timeout_ms", "evict_after",
-                   "weight", "iterations", "host_path", "fanout", "chunk_elems"});
+    const auto r = j.get<api::CreateJob>();
+    // What the request left out: this daemon's defaults (the job rules', and the node's chunk
+    // size); a tenant's job without an id takes the lowest free one of its range.
     JobRequest req;
-    if (r.contains("id"))
-        req.id = static_cast<uint32_t>(number(r, "id", job_rules::kMaxJobId));
-    else if (tenant)
-        req.id = free_id_of(*tenant);
-    req.workers = static_cast<uint32_t>(number(r, "workers", job_rules::kMaxWorkers));
-    req.gradient_elems = number(r, "gradient_elems", job_rules::kMaxGradientElems);
-    if (r.contains("policy")) {
-        std::string p = text(r, "policy");
-        if (p != "wait" && p != "evict")
-            refuse("'policy' must be \"wait\" or \"evict\"");
-        req.policy = p == "evict" ? StragglerPolicy::evict : StragglerPolicy::wait;
-    }
-    req.timeout_ms =
-        static_cast<uint32_t>(number_or(r, "timeout_ms", 3600000, job_rules::kDefaultTimeoutMs));
-    req.evict_after =
-        static_cast<uint32_t>(number_or(r, "evict_after", 1000, job_rules::kDefaultEvictAfter));
-    if (r.contains("weight")) {
-        if (!r.at("weight").is_number())
-            refuse("'weight' must be a number");
-        req.weight = r.at("weight").get<double>();
-    }
-    req.iterations = number_or(r, "iterations", uint64_t{1} << 40, 0);
-    req.host_path = flag_or(r, "host_path", false);
-    req.fanout = flag_or(r, "fanout", false);
-    req.chunk_elems = static_cast<uint32_t>(
-        number_or(r, "chunk_elems", XAGG_MAX_CHUNK_ELEMS, default_chunk_elems_));
+    req.id = r.id ? r.id : tenant ? std::optional(free_id_of(*tenant)) : std::nullopt;
+    req.workers = r.workers;
+    req.gradient_elems = r.gradient_elems;
+    req.policy = r.policy == "evict" ? StragglerPolicy::evict : StragglerPolicy::wait;
+    req.timeout_ms = r.timeout_ms.value_or(job_rules::kDefaultTimeoutMs);
+    req.evict_after = r.evict_after.value_or(job_rules::kDefaultEvictAfter);
+    req.weight = r.weight.value_or(job_rules::kDefaultWeight);
+    req.iterations = r.iterations.value_or(0);
+    req.host_path = r.host_path.value_or(false);
+    req.fanout = r.fanout.value_or(false);
+    req.chunk_elems = r.chunk_elems.value_or(default_chunk_elems_);
 
     const Job &job = jobs_.create(req);
     const uint32_t id = job.id;
@@ -383,20 +324,17 @@ void ControlApi::evict_ranks(uint32_t job_id, uint64_t bitmap)
     }
 }
 
-json ControlApi::evict(const json &r, const Tenant *)
+json ControlApi::evict(const json &j, const Tenant *)
 {
-    allow_only(r, {"job", "rank"});
-    auto id = static_cast<uint32_t>(number(r, "job", XAGG_MAX_JOB_ID));
-    auto rank = static_cast<uint32_t>(number(r, "rank", XAGG_MAX_WORKERS - 1));
+    const auto [id, rank] = j.get<api::Evict>();
     apply_eviction(id, rank);
     spdlog::warn("evicted rank {} from job {} over the control API", rank, id);
     return api::JobReply{describe(id)};
 }
 
-json ControlApi::delete_job(const json &r, const Tenant *)
+json ControlApi::delete_job(const json &j, const Tenant *)
 {
-    allow_only(r, {"job"});
-    auto id = static_cast<uint32_t>(number(r, "job", XAGG_MAX_JOB_ID));
+    const uint32_t id = j.get<api::DeleteJob>().job;
     const Job *job = jobs_.find(id);
     if (!job)
         refuse("no job " + std::to_string(id), Refusal::no_such_job);
@@ -411,16 +349,13 @@ json ControlApi::delete_job(const json &r, const Tenant *)
     return json::object();
 }
 
-json ControlApi::join(const json &r, const Tenant *)
+json ControlApi::join(const json &j, const Tenant *)
 {
-    allow_only(r, {"job", "rank", "addr", "port"});
-    auto id = static_cast<uint32_t>(number(r, "job", XAGG_MAX_JOB_ID));
-    auto rank = static_cast<uint32_t>(number(r, "rank", XAGG_MAX_WORKERS - 1));
+    const auto r = j.get<api::Join>();
+    const uint32_t id = r.job, rank = r.rank;
     in_addr addr{};
-    std::string a = text(r, "addr");
-    if (inet_pton(AF_INET, a.c_str(), &addr) != 1)
-        refuse("'addr' must be an IPv4 address");
-    auto port = static_cast<uint16_t>(number(r, "port", 65535));
+    inet_pton(AF_INET, r.addr.c_str(), &addr);  // checked by the parser
+    const uint16_t port = r.port;
     const uint64_t members_before = jobs_.find(id) ? jobs_.find(id)->member_bitmap() : 0;
     const Member &m = jobs_.join(id, rank, addr, port);
     try {
@@ -437,19 +372,17 @@ json ControlApi::join(const json &r, const Tenant *)
     return api::JoinReply{describe(id, Progress::omitted), xagg_port_, jobs_.find(id)->key};
 }
 
-json ControlApi::leave(const json &r, const Tenant *)
+json ControlApi::leave(const json &j, const Tenant *)
 {
-    allow_only(r, {"job", "rank"});
-    auto id = static_cast<uint32_t>(number(r, "job", XAGG_MAX_JOB_ID));
-    auto rank = static_cast<uint32_t>(number(r, "rank", XAGG_MAX_WORKERS - 1));
+    const auto [id, rank] = j.get<api::Leave>();
     jobs_.leave(id, rank);
     datapath_.delete_member(id, rank);
     return json::object();
 }
 
-json ControlApi::list_jobs(const json &r, const Tenant *tenant)
+json ControlApi::list_jobs(const json &j, const Tenant *tenant)
 {
-    allow_only(r, {});
+    j.get<api::ListJobs>();
     api::JobList list;
     for (const auto &[id, job] : jobs_.jobs())
         if (!tenant || tenant->owns(id))
@@ -457,27 +390,22 @@ json ControlApi::list_jobs(const json &r, const Tenant *tenant)
     return list;
 }
 
-json ControlApi::show_job(const json &r, const Tenant *)
+json ControlApi::show_job(const json &j, const Tenant *)
 {
-    allow_only(r, {"job"});
-    return api::JobReply{describe(static_cast<uint32_t>(number(r, "job", XAGG_MAX_JOB_ID)))};
+    return api::JobReply{describe(j.get<api::ShowJob>().job)};
 }
 
-json ControlApi::set_log_level(const json &r, const Tenant *)
+json ControlApi::set_log_level(const json &j, const Tenant *)
 {
-    allow_only(r, {"level"});
-    std::string level = text(r, "level");
-    static const std::set<std::string> kLevels = {"trace", "debug", "info", "warn", "error"};
-    if (!kLevels.count(level))
-        refuse("'level' must be one of trace, debug, info, warn, error");
+    const std::string level = j.get<api::SetLogLevel>().level;
     spdlog::set_level(spdlog::level::from_str(level));
     spdlog::info("log level set to {} over the control API", level);
     return {{"level", level}};
 }
 
-json ControlApi::stats(const json &r, const Tenant *)
+json ControlApi::stats(const json &j, const Tenant *)
 {
-    allow_only(r, {});
+    j.get<api::Stats>();
     auto named = [](const Counters &c) {
         json out = json::object();
         for (int i = 0; i < XAGG_CNT_MAX; i++)
@@ -497,9 +425,9 @@ json ControlApi::stats(const json &r, const Tenant *)
             {"request_errors", errors_}};
 }
 
-json ControlApi::status(const json &r, const Tenant *tenant)
+json ControlApi::status(const json &j, const Tenant *tenant)
 {
-    allow_only(r, {});
+    j.get<api::Status>();
     if (tenant)  // what a worker needs (the port), nothing about the node's other jobs
         return api::StatusBrief{XAGG_RELEASE, xagg_port_};
     const uint64_t slot_bytes = 2 * sizeof(xagg_slot);  // two round slots per chunk

@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: MIT
-// The control API's contract (docs/XAGGD.md, "Control API"), typed: the op names, the refusal
-// codes, and the replies that other processes read (the client library, xaggctl, the cluster
-// agent), with their JSON form defined once, here. The daemon writes these structs and the
+// The control API's contract (docs/XAGGD.md, "Control API"), typed both ways: the op names,
+// the refusal codes, the requests (written by the callers, read and validated by the daemon)
+// and the replies that other processes read (the client library, xaggctl, the cluster agent),
+// with their JSON form defined once, here. The daemon writes these structs and the
 // callers read them; nobody looks into a reply by a key of their own, and nobody reads a
 // refusal's message text to decide anything: the code says what happened, the message is for
 // people.
 #pragma once
+
+#include <arpa/inet.h>
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -17,6 +20,7 @@
 
 #include "xagg/defaults.h"
 #include "xagg/job_key.hpp"
+#include "xagg/job_rules.hpp"
 #include "xagg/proto.h"
 
 namespace xagg::api {
@@ -121,7 +125,7 @@ struct CreateJob {
     std::optional<double> weight;
     std::optional<uint64_t> iterations;
     std::optional<bool> host_path, fanout;
-    std::optional<uint32_t> chunk_elems;  // 768 (default) or 2048
+    std::optional<uint32_t> chunk_elems;  // 768 or 2048; absent: the node's default_chunk_elems
 };
 
 inline void to_json(nlohmann::json &j, const ShowJob &r)
@@ -172,6 +176,167 @@ inline void to_json(nlohmann::json &j, const CreateJob &r)
     put("host_path", r.host_path);
     put("fanout", r.fanout);
     put("chunk_elems", r.chunk_elems);
+}
+
+// --- Requests, read (the daemon's side) ------------------------------------------------------
+// Every field checked, and nothing else allowed: a request that names a field the op does not
+// take is a mistake worth reporting. Bounds and choices are the job rules'
+// (xagg/job_rules.hpp); a field left out stays an empty optional, and the daemon states its
+// default. A bad request throws Refused(bad_request) saying which field and why.
+
+struct SetLogLevel {
+    std::string level;  // trace | debug | info | warn | error
+};
+inline void to_json(nlohmann::json &j, const SetLogLevel &r)
+{
+    j = {{"op", op::set_log_level}, {"level", r.level}};
+}
+
+namespace parse {
+
+[[noreturn]] inline void refuse(const std::string &why)
+{
+    throw Refused(Refusal::bad_request, why);
+}
+
+// The request may carry "op" and exactly the fields named.
+inline void allow_only(const nlohmann::json &r, std::initializer_list<const char *> fields)
+{
+    for (const auto &[key, value] : r.items()) {
+        bool known = key == "op";
+        for (const char *f : fields)
+            known = known || key == f;
+        if (!known)
+            refuse("unknown field '" + key + "'");
+    }
+}
+
+inline uint64_t number(const nlohmann::json &r, const char *field, uint64_t max)
+{
+    if (!r.contains(field))
+        refuse(std::string("missing field '") + field + "'");
+    const nlohmann::json &v = r.at(field);
+    if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0))
+        refuse(std::string("'") + field + "' must be a non-negative integer");
+    const uint64_t n = v.get<uint64_t>();
+    if (n > max)
+        refuse(std::string("'") + field + "' must be at most " + std::to_string(max));
+    return n;
+}
+
+template <typename T>
+std::optional<T> optional_number(const nlohmann::json &r, const char *field, uint64_t max)
+{
+    if (!r.contains(field))
+        return std::nullopt;
+    return static_cast<T>(number(r, field, max));
+}
+
+inline std::optional<bool> optional_flag(const nlohmann::json &r, const char *field)
+{
+    if (!r.contains(field))
+        return std::nullopt;
+    if (!r.at(field).is_boolean())
+        refuse(std::string("'") + field + "' must be true or false");
+    return r.at(field).get<bool>();
+}
+
+inline std::string text(const nlohmann::json &r, const char *field)
+{
+    if (!r.contains(field) || !r.at(field).is_string())
+        refuse(std::string("'") + field + "' must be a string");
+    return r.at(field).get<std::string>();
+}
+
+inline uint32_t job_id(const nlohmann::json &r, const char *field = "job")
+{
+    return static_cast<uint32_t>(number(r, field, job_rules::kMaxJobId));
+}
+inline uint32_t rank(const nlohmann::json &r)
+{
+    return static_cast<uint32_t>(number(r, "rank", job_rules::kMaxWorkers - 1));
+}
+
+}  // namespace parse
+
+inline void from_json(const nlohmann::json &j, ShowJob &r)
+{
+    parse::allow_only(j, {"job"});
+    r.job = parse::job_id(j);
+}
+inline void from_json(const nlohmann::json &j, DeleteJob &r)
+{
+    parse::allow_only(j, {"job"});
+    r.job = parse::job_id(j);
+}
+inline void from_json(const nlohmann::json &j, ListJobs &)
+{
+    parse::allow_only(j, {});
+}
+inline void from_json(const nlohmann::json &j, Status &)
+{
+    parse::allow_only(j, {});
+}
+inline void from_json(const nlohmann::json &j, Stats &)
+{
+    parse::allow_only(j, {});
+}
+inline void from_json(const nlohmann::json &j, Join &r)
+{
+    parse::allow_only(j, {"job", "rank", "addr", "port"});
+    r.job = parse::job_id(j);
+    r.rank = parse::rank(j);
+    r.addr = parse::text(j, "addr");
+    in_addr a{};
+    if (inet_pton(AF_INET, r.addr.c_str(), &a) != 1)
+        parse::refuse("'addr' must be an IPv4 address");
+    r.port = static_cast<uint16_t>(parse::number(j, "port", 65535));
+}
+inline void from_json(const nlohmann::json &j, Leave &r)
+{
+    parse::allow_only(j, {"job", "rank"});
+    r.job = parse::job_id(j);
+    r.rank = parse::rank(j);
+}
+inline void from_json(const nlohmann::json &j, Evict &r)
+{
+    parse::allow_only(j, {"job", "rank"});
+    r.job = parse::job_id(j);
+    r.rank = parse::rank(j);
+}
+inline void from_json(const nlohmann::json &j, SetLogLevel &r)
+{
+    parse::allow_only(j, {"level"});
+    r.level = parse::text(j, "level");
+    for (const char *level : {"trace", "debug", "info", "warn", "error"})
+        if (r.level == level)
+            return;
+    parse::refuse("'level' must be one of trace, debug, info, warn, error");
+}
+inline void from_json(const nlohmann::json &j, CreateJob &r)
+{
+    parse::allow_only(j, {"id", "workers", "gradient_elems", "policy", "timeout_ms", "evict_after",
+                          "weight", "iterations", "host_path", "fanout", "chunk_elems"});
+    if (j.contains("id"))
+        r.id = parse::job_id(j, "id");
+    r.workers = static_cast<uint32_t>(parse::number(j, "workers", job_rules::kMaxWorkers));
+    r.gradient_elems = parse::number(j, "gradient_elems", job_rules::kMaxGradientElems);
+    if (j.contains("policy")) {
+        r.policy = parse::text(j, "policy");
+        if (*r.policy != "wait" && *r.policy != "evict")
+            parse::refuse("'policy' must be \"wait\" or \"evict\"");
+    }
+    r.timeout_ms = parse::optional_number<uint32_t>(j, "timeout_ms", 3600000);
+    r.evict_after = parse::optional_number<uint32_t>(j, "evict_after", 1000);
+    if (j.contains("weight")) {
+        if (!j.at("weight").is_number())
+            parse::refuse("'weight' must be a number");
+        r.weight = j.at("weight").get<double>();
+    }
+    r.iterations = parse::optional_number<uint64_t>(j, "iterations", uint64_t{1} << 40);
+    r.host_path = parse::optional_flag(j, "host_path");
+    r.fanout = parse::optional_flag(j, "fanout");
+    r.chunk_elems = parse::optional_number<uint32_t>(j, "chunk_elems", XAGG_MAX_CHUNK_ELEMS);
 }
 
 // --- Replies -------------------------------------------------------------------------------
