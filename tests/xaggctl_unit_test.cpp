@@ -143,7 +143,12 @@ json stats_reply(uint64_t aggregated, uint64_t completed, uint64_t host_complete
             {"aggregated_bytes",
              {{"fast", (aggregated + completed) * 1024}, {"host", host_completed * 1024}}},
             {"chunks_completed", {{"fast", completed}, {"host", host_completed}}},
-            {"uptime_seconds", 10.0}};
+            {"uptime_seconds", 10.0},
+            {"jobs", 1},
+            {"fast_path_chunks_capacity", 96},
+            {"fast_path_chunks_used", 96},
+            {"requests", 7},
+            {"request_errors", 0}};
 }
 
 TEST(StatsTest, RatesAreDifferencesOverTheInterval)

@@ -40,12 +40,6 @@ json refusal(Refusal code, const std::string &why)
     return json{{"ok", false}, {"code", api::to_string(code)}, {"error", why}};
 }
 
-// The same outcome on each path, side by side.
-json per_path(uint64_t fast, uint64_t host)
-{
-    return {{"fast", fast}, {"host", host}};
-}
-
 // A job as the API shows it (api::Job): its own document, not the state file's.
 api::Job job_view(const Job &j)
 {
@@ -407,71 +401,64 @@ json ControlApi::stats(const json &j, const Tenant *)
 {
     j.get<api::Stats>();
     auto named = [](const Counters &c) {
-        json out = json::object();
+        std::map<std::string, uint64_t> out;
         for (int i = 0; i < XAGG_CNT_MAX; i++)
             out[counter_name(static_cast<xagg_counter>(i))] = c[i];
         return out;
     };
     const Counters fast = datapath_.counters(), host = datapath_.host_counters();
-    return {{"counters", named(fast)},
-            {"host_counters", named(host)},
-            {"aggregated_bytes", per_path(summed_bytes(fast), summed_bytes(host))},
-            {"chunks_completed", per_path(completions(fast), completions(host))},
-            {"uptime_seconds", uptime_seconds()},
-            {"jobs", jobs_.jobs().size()},
-            {"fast_path_chunks_capacity", jobs_.capacity_chunks()},
-            {"fast_path_chunks_used", jobs_.used_chunks()},
-            {"requests", requests_},
-            {"request_errors", errors_}};
+    api::StatsReply r;
+    r.counters = named(fast);
+    r.host_counters = named(host);
+    r.aggregated_bytes = {summed_bytes(fast), summed_bytes(host)};
+    r.chunks_completed = {completions(fast), completions(host)};
+    r.uptime_seconds = uptime_seconds();
+    r.jobs = jobs_.jobs().size();
+    r.fast_path_chunks_capacity = jobs_.capacity_chunks();
+    r.fast_path_chunks_used = jobs_.used_chunks();
+    r.requests = requests_;
+    r.request_errors = errors_;
+    return r;
 }
 
 json ControlApi::status(const json &j, const Tenant *tenant)
 {
     j.get<api::Status>();
+    api::StatusReply r{{XAGG_RELEASE, xagg_port_}, std::nullopt};
     if (tenant)  // what a worker needs (the port), nothing about the node's other jobs
-        return api::StatusBrief{XAGG_RELEASE, xagg_port_};
+        return r;
     const uint64_t slot_bytes = 2 * sizeof(xagg_slot);  // two round slots per chunk
-    uint64_t members = 0, fast_chunks = 0, host_chunks = 0;
+    api::StatusDetails &d = r.details.emplace();
+    d.pid = getpid();
+    d.uptime_seconds = uptime_seconds();
+    d.default_chunk_elems = default_chunk_elems_;
     for (const auto &[id, job] : jobs_.jobs()) {
-        members += job.members.size();
-        fast_chunks += job.region_chunks;
-        host_chunks += job.chunks - job.region_chunks;
+        d.members += job.members.size();
+        d.chunks.fast += job.region_chunks;
+        d.chunks.host += job.chunks - job.region_chunks;
     }
+    d.jobs = jobs_.jobs().size();
+    d.memory = {sched::to_string(jobs_.policy()), jobs_.capacity_chunks(), jobs_.used_chunks(),
+                jobs_.capacity_chunks() * slot_bytes, jobs_.used_chunks() * slot_bytes};
     const Counters fast = datapath_.counters(), host = datapath_.host_counters();
-    json out = {{"version", XAGG_RELEASE},
-                {"pid", getpid()},
-                {"uptime_seconds", uptime_seconds()},
-                {"port", xagg_port_},
-                {"default_chunk_elems", default_chunk_elems_},
-                {"jobs", jobs_.jobs().size()},
-                {"members", members},
-                {"memory",
-                 {{"policy", sched::to_string(jobs_.policy())},
-                  {"capacity_chunks", jobs_.capacity_chunks()},
-                  {"used_chunks", jobs_.used_chunks()},
-                  {"capacity_bytes", jobs_.capacity_chunks() * slot_bytes},
-                  {"used_bytes", jobs_.used_chunks() * slot_bytes}}},
-                {"chunks", per_path(fast_chunks, host_chunks)},
-                {"aggregated_bytes", per_path(summed_bytes(fast), summed_bytes(host))}};
+    d.aggregated_bytes = {summed_bytes(fast), summed_bytes(host)};
     if (node_) {
-        NodeStatus n = node_();
-        out["interface"] = n.interface;
-        out["datapath"] = n.datapath;
-        out["xdp"] = n.datapath == "xdp" ? json{{"configured_mode", n.xdp_mode},
-                                                {"mode", n.xdp.mode},
-                                                {"attached", n.xdp.attached},
-                                                {"prog_id", n.xdp.prog_id}}
-                                         : json(nullptr);
-        out["control"] = {{"socket", n.control_socket}, {"tcp_address", n.control_tcp_address}};
-        out["metrics_address"] = n.metrics_address;
-        out["kernel"] = {
-            {"release", n.kernel.release},
-            {"fastpath_variant",
-             n.kernel.fastpath_variant.empty() ? json(nullptr) : json(n.kernel.fastpath_variant)},
-            {"jumbo_chunks", n.kernel.jumbo_refusal.empty()},
-            {"jumbo_refused_because", n.kernel.jumbo_refusal}};
+        const NodeStatus n = node_();
+        api::StatusNode &out = d.node.emplace();
+        out.interface = n.interface;
+        out.datapath = n.datapath;
+        if (n.datapath == "xdp")
+            out.xdp = api::StatusXdp{n.xdp_mode, n.xdp.mode, n.xdp.attached, n.xdp.prog_id};
+        out.control_socket = n.control_socket;
+        out.control_tcp_address = n.control_tcp_address;
+        out.metrics_address = n.metrics_address;
+        out.kernel = api::StatusKernel{n.kernel.release,
+                                       n.kernel.fastpath_variant.empty()
+                                           ? std::nullopt
+                                           : std::optional(n.kernel.fastpath_variant),
+                                       n.kernel.jumbo_refusal.empty(), n.kernel.jumbo_refusal};
     }
-    return out;
+    return r;
 }
 
 }  // namespace xagg::daemon

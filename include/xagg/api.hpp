@@ -11,6 +11,7 @@
 #include <arpa/inet.h>
 
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
@@ -408,10 +409,62 @@ struct JobList {  // list_jobs
     std::vector<Job> jobs;
 };
 
-// What a worker needs of status's reply (xaggctl shows the rest as the daemon wrote it).
+// What a worker needs of status's reply; all a tenant's token is told.
 struct StatusBrief {
     std::string version;
     uint16_t port = XAGG_DEFAULT_PORT;
+};
+
+// The same quantity on each path.
+struct PerPath {
+    uint64_t fast = 0, host = 0;
+};
+
+// status, in full (the admin's token, or the Unix socket). Its JSON is one flat object:
+// StatusBrief's fields, these beside them, and the node's when the daemon describes its node.
+struct StatusMemory {
+    std::string policy;
+    uint64_t capacity_chunks = 0, used_chunks = 0;  // slot positions
+    uint64_t capacity_bytes = 0, used_bytes = 0;    // of the slot maps
+};
+struct StatusXdp {  // as the kernel reports it now
+    std::string configured_mode, mode;
+    bool attached = false;  // the program the kernel runs there is xaggd's
+    uint32_t prog_id = 0;
+};
+struct StatusKernel {
+    std::string release;
+    std::optional<std::string> fastpath_variant;  // pull | copy; none with datapath = host
+    bool jumbo_chunks = false;
+    std::string jumbo_refused_because;
+};
+struct StatusNode {
+    std::string interface, datapath;  // datapath: xdp | host
+    std::optional<StatusXdp> xdp;     // none with datapath = host
+    std::string control_socket, control_tcp_address, metrics_address;
+    std::optional<StatusKernel> kernel;
+};
+struct StatusDetails {
+    int64_t pid = 0;
+    double uptime_seconds = 0;
+    std::optional<uint32_t> default_chunk_elems;
+    uint64_t jobs = 0, members = 0;
+    StatusMemory memory;
+    PerPath chunks, aggregated_bytes;
+    std::optional<StatusNode> node;
+};
+struct StatusReply {
+    StatusBrief brief;
+    std::optional<StatusDetails> details;  // none for a tenant's token
+};
+
+// stats: both paths' counters by name, and what they add up to.
+struct StatsReply {
+    std::map<std::string, uint64_t> counters, host_counters;
+    PerPath aggregated_bytes, chunks_completed;
+    double uptime_seconds = 0;
+    uint64_t jobs = 0, fast_path_chunks_capacity = 0, fast_path_chunks_used = 0;
+    uint64_t requests = 0, request_errors = 0;
 };
 
 // --- JSON ----------------------------------------------------------------------------------
@@ -573,6 +626,116 @@ inline void from_json(const nlohmann::json &j, StatusBrief &r)
 {
     j.at("version").get_to(r.version);
     j.at("port").get_to(r.port);
+}
+
+inline void to_json(nlohmann::json &j, const PerPath &r)
+{
+    j = {{"fast", r.fast}, {"host", r.host}};
+}
+inline void from_json(const nlohmann::json &j, PerPath &r)
+{
+    j.at("fast").get_to(r.fast);
+    j.at("host").get_to(r.host);
+}
+inline void to_json(nlohmann::json &j, const StatusReply &r)
+{
+    j = r.brief;
+    if (!r.details)
+        return;
+    const StatusDetails &d = *r.details;
+    j["pid"] = d.pid;
+    j["uptime_seconds"] = d.uptime_seconds;
+    if (d.default_chunk_elems)
+        j["default_chunk_elems"] = *d.default_chunk_elems;
+    j["jobs"] = d.jobs;
+    j["members"] = d.members;
+    j["memory"] = {{"policy", d.memory.policy},
+                   {"capacity_chunks", d.memory.capacity_chunks},
+                   {"used_chunks", d.memory.used_chunks},
+                   {"capacity_bytes", d.memory.capacity_bytes},
+                   {"used_bytes", d.memory.used_bytes}};
+    j["chunks"] = d.chunks;
+    j["aggregated_bytes"] = d.aggregated_bytes;
+    if (!d.node)
+        return;
+    const StatusNode &n = *d.node;
+    j["interface"] = n.interface;
+    j["datapath"] = n.datapath;
+    j["xdp"] = n.xdp ? nlohmann::json{{"configured_mode", n.xdp->configured_mode},
+                                      {"mode", n.xdp->mode},
+                                      {"attached", n.xdp->attached},
+                                      {"prog_id", n.xdp->prog_id}}
+                     : nlohmann::json(nullptr);
+    j["control"] = {{"socket", n.control_socket}, {"tcp_address", n.control_tcp_address}};
+    j["metrics_address"] = n.metrics_address;
+    if (n.kernel)
+        j["kernel"] = {{"release", n.kernel->release},
+                       {"fastpath_variant", detail::optional_json(n.kernel->fastpath_variant)},
+                       {"jumbo_chunks", n.kernel->jumbo_chunks},
+                       {"jumbo_refused_because", n.kernel->jumbo_refused_because}};
+}
+inline void from_json(const nlohmann::json &j, StatusReply &r)
+{
+    j.get_to(r.brief);
+    if (!j.contains("pid"))  // a tenant's token is told the brief only
+        return;
+    StatusDetails &d = r.details.emplace();
+    j.at("pid").get_to(d.pid);
+    j.at("uptime_seconds").get_to(d.uptime_seconds);
+    d.default_chunk_elems = detail::optional_from<uint32_t>(j, "default_chunk_elems");
+    j.at("jobs").get_to(d.jobs);
+    j.at("members").get_to(d.members);
+    const nlohmann::json &m = j.at("memory");
+    d.memory.policy = m.value("policy", std::string());
+    m.at("capacity_chunks").get_to(d.memory.capacity_chunks);
+    m.at("used_chunks").get_to(d.memory.used_chunks);
+    m.at("capacity_bytes").get_to(d.memory.capacity_bytes);
+    m.at("used_bytes").get_to(d.memory.used_bytes);
+    j.at("chunks").get_to(d.chunks);
+    j.at("aggregated_bytes").get_to(d.aggregated_bytes);
+    if (!j.contains("interface"))  // a daemon that does not describe its node
+        return;
+    StatusNode &n = d.node.emplace();
+    j.at("interface").get_to(n.interface);
+    j.at("datapath").get_to(n.datapath);
+    if (const nlohmann::json &x = j.at("xdp"); !x.is_null())
+        n.xdp = StatusXdp{x.at("configured_mode"), x.at("mode"), x.at("attached"), x.at("prog_id")};
+    j.at("control").at("socket").get_to(n.control_socket);
+    j.at("control").at("tcp_address").get_to(n.control_tcp_address);
+    j.at("metrics_address").get_to(n.metrics_address);
+    if (j.contains("kernel")) {
+        const nlohmann::json &k = j.at("kernel");
+        n.kernel =
+            StatusKernel{k.at("release"), detail::optional_from<std::string>(k, "fastpath_variant"),
+                         k.at("jumbo_chunks"), k.at("jumbo_refused_because")};
+    }
+}
+
+inline void to_json(nlohmann::json &j, const StatsReply &r)
+{
+    j = {{"counters", r.counters},
+         {"host_counters", r.host_counters},
+         {"aggregated_bytes", r.aggregated_bytes},
+         {"chunks_completed", r.chunks_completed},
+         {"uptime_seconds", r.uptime_seconds},
+         {"jobs", r.jobs},
+         {"fast_path_chunks_capacity", r.fast_path_chunks_capacity},
+         {"fast_path_chunks_used", r.fast_path_chunks_used},
+         {"requests", r.requests},
+         {"request_errors", r.request_errors}};
+}
+inline void from_json(const nlohmann::json &j, StatsReply &r)
+{
+    j.at("counters").get_to(r.counters);
+    j.at("host_counters").get_to(r.host_counters);
+    j.at("aggregated_bytes").get_to(r.aggregated_bytes);
+    j.at("chunks_completed").get_to(r.chunks_completed);
+    j.at("uptime_seconds").get_to(r.uptime_seconds);
+    j.at("jobs").get_to(r.jobs);
+    j.at("fast_path_chunks_capacity").get_to(r.fast_path_chunks_capacity);
+    j.at("fast_path_chunks_used").get_to(r.fast_path_chunks_used);
+    j.at("requests").get_to(r.requests);
+    j.at("request_errors").get_to(r.request_errors);
 }
 
 }  // namespace xagg::api

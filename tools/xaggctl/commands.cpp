@@ -100,7 +100,7 @@ void add_status(CLI::App &app, Cli &cli)
     cmd->footer("Example: xaggctl status --json | jq .memory");
     cmd->callback([&cli] {
         cli.action = [&cli] {
-            json s = client(cli.globals).call(api::Status{});
+            const auto s = client(cli.globals).call_as<api::StatusReply>(api::Status{});
             return print(cli.globals, s, [&] { return render_status(s); });
         };
     });
@@ -329,7 +329,8 @@ void add_stats(CLI::App &app, Cli &cli)
             const double every = watch ? s.watch : s.interval;
             const bool in_place = watch && !cli.globals.json && isatty(STDOUT_FILENO);
             auto sample = [&] {
-                return std::pair{api.call(api::Stats{}), std::chrono::steady_clock::now()};
+                return std::pair{api.call_as<api::StatsReply>(api::Stats{}),
+                                 std::chrono::steady_clock::now()};
             };
             auto before = sample();
             for (unsigned frame = 1;; frame++) {
@@ -523,11 +524,12 @@ void add_version(CLI::App &app, Cli &cli)
             json r = {{"xaggctl", XAGG_RELEASE}, {"xaggd", nullptr}};
             std::string daemon_line;
             try {
-                json s = client(cli.globals).call(api::Status{});
-                r["xaggd"] = s["version"];
-                daemon_line = "xaggd " + s["version"].get<std::string>() + " (pid " +
-                              s["pid"].dump() + ", at " + client(cli.globals).endpoint().where() +
-                              ")";
+                const auto s = client(cli.globals).call_as<api::StatusReply>(api::Status{});
+                r["xaggd"] = s.brief.version;
+                daemon_line = "xaggd " + s.brief.version +
+                              (s.details ? " (pid " + std::to_string(s.details->pid) : " (") +
+                              (s.details ? ", at " : "at ") +
+                              client(cli.globals).endpoint().where() + ")";
             } catch (const control::ControlError &e) {
                 daemon_line = std::string("xaggd: unknown (") + e.what() + ")";
             }

@@ -136,59 +136,61 @@ std::string human_duration(double seconds)
     return out + std::to_string(s) + "s";
 }
 
-std::string render_status(const json &s)
+std::string render_status(const api::StatusReply &s)
 {
-    if (!s.contains("pid"))  // what a tenant's token is told (api::StatusBrief)
-        return "xaggd " + text(s.at("version")) + ", port " + text(s.at("port")) +
+    if (!s.details)  // what a tenant's token is told
+        return "xaggd " + s.brief.version + ", port " + std::to_string(s.brief.port) +
                "/udp\n(a tenant's token: the node's details take the admin token)\n";
+    const api::StatusDetails &d = *s.details;
     Fields f;
-    std::string head = "xaggd " + text(s.at("version")) + ", pid " + text(s.at("pid")) + ", up " +
-                       human_duration(s.at("uptime_seconds").get<double>());
-    if (s.contains("interface")) {
-        f.add("interface", text(s["interface"]) + " (datapath " + text(s["datapath"]) + ")");
-        const json &x = s["xdp"];
-        if (x.is_null())
+    std::string head = "xaggd " + s.brief.version + ", pid " + std::to_string(d.pid) + ", up " +
+                       human_duration(d.uptime_seconds);
+    if (d.node) {
+        const api::StatusNode &n = *d.node;
+        f.add("interface", n.interface + " (datapath " + n.datapath + ")");
+        if (!n.xdp)
             f.add("XDP", "not used: the host parameter server serves every job");
-        else if (x["attached"].get<bool>())
-            f.add("XDP",
-                  text(x["mode"]) + " mode, program id " + text(x["prog_id"]) + ", attached");
+        else if (n.xdp->attached)
+            f.add("XDP", n.xdp->mode + " mode, program id " + std::to_string(n.xdp->prog_id) +
+                             ", attached");
         else
-            f.add("XDP", "NOT ATTACHED: the kernel reports mode " + text(x["mode"]) +
-                             ", program id " + text(x["prog_id"]) +
-                             " (configured: " + text(x["configured_mode"]) + ")");
+            f.add("XDP", "NOT ATTACHED: the kernel reports mode " + n.xdp->mode + ", program id " +
+                             std::to_string(n.xdp->prog_id) +
+                             " (configured: " + n.xdp->configured_mode + ")");
+        if (n.kernel) {
+            const api::StatusKernel &k = *n.kernel;
+            f.add("kernel", k.release +
+                                (k.fastpath_variant ? ", fast path variant " + *k.fastpath_variant
+                                                    : std::string()) +
+                                ", jumbo chunks " +
+                                (k.jumbo_chunks ? std::string("yes")
+                                                : "no (" + k.jumbo_refused_because + ")"));
+        }
     }
-    if (s.contains("kernel")) {
-        const json &k = s["kernel"];
-        std::string jumbo = k["jumbo_chunks"].get<bool>()
-                                ? std::string("yes")
-                                : "no (" + text(k["jumbo_refused_because"]) + ")";
-        f.add("kernel", text(k["release"]) +
-                            (k["fastpath_variant"].is_null()
-                                 ? ""
-                                 : ", fast path variant " + text(k["fastpath_variant"])) +
-                            ", jumbo chunks " + jumbo);
-    }
-    f.add("port", text(s.at("port")) + "/udp");
-    if (s.contains("default_chunk_elems"))
-        f.add("new jobs", text(s["default_chunk_elems"]) +
+    f.add("port", std::to_string(s.brief.port) + "/udp");
+    if (d.default_chunk_elems)
+        f.add("new jobs", std::to_string(*d.default_chunk_elems) +
                               "-value chunks unless they say (default_chunk_elems)");
-    if (s.contains("control")) {
-        std::string tcp = text(s["control"]["tcp_address"]);
-        f.add("control", text(s["control"]["socket"]) + (tcp.empty() ? "" : ", tcp " + tcp));
-        std::string m = text(s["metrics_address"]);
-        f.add("metrics", m.empty() ? "off" : "http://" + m + "/metrics");
+    if (d.node) {
+        const api::StatusNode &n = *d.node;
+        f.add("control",
+              n.control_socket +
+                  (n.control_tcp_address.empty() ? "" : ", tcp " + n.control_tcp_address));
+        f.add("metrics",
+              n.metrics_address.empty() ? "off" : "http://" + n.metrics_address + "/metrics");
     }
-    f.add("jobs", text(s.at("jobs")) + " (" + text(s.at("members")) + " members joined)");
-    const json &mem = s.at("memory");
-    f.add("memory", text(mem["used_chunks"]) + " of " + text(mem["capacity_chunks"]) +
+    f.add("jobs", std::to_string(d.jobs) + " (" + std::to_string(d.members) + " members joined)");
+    const api::StatusMemory &mem = d.memory;
+    f.add("memory", std::to_string(mem.used_chunks) + " of " + std::to_string(mem.capacity_chunks) +
                         " fast-path chunks assigned (" +
-                        human_bytes(mem["used_bytes"].get<double>()) + " of " +
-                        human_bytes(mem["capacity_bytes"].get<double>()) + " of slot maps), " +
-                        "divided by policy " + mem.value("policy", std::string("?")));
-    uint64_t fast = s.at("chunks")["fast"], host = s.at("chunks")["host"];
-    f.add("chunks", text(fast) + " on the fast path (" + percent(fast, fast + host) + "), " +
-                        text(host) + " on the host path (" + percent(host, fast + host) + ")");
-    uint64_t fb = s.at("aggregated_bytes")["fast"], hb = s.at("aggregated_bytes")["host"];
+                        human_bytes(static_cast<double>(mem.used_bytes)) + " of " +
+                        human_bytes(static_cast<double>(mem.capacity_bytes)) + " of slot maps), " +
+                        "divided by policy " + (mem.policy.empty() ? "?" : mem.policy));
+    const uint64_t fast = d.chunks.fast, host = d.chunks.host;
+    f.add("chunks", std::to_string(fast) + " on the fast path (" + percent(fast, fast + host) +
+                        "), " + std::to_string(host) + " on the host path (" +
+                        percent(host, fast + host) + ")");
+    const uint64_t fb = d.aggregated_bytes.fast, hb = d.aggregated_bytes.host;
     f.add("summed", human_bytes(static_cast<double>(fb)) + " of gradient on the fast path (" +
                         percent(fb, fb + hb) + "), " + human_bytes(static_cast<double>(hb)) +
                         " on the host path (" + percent(hb, fb + hb) + ")");

@@ -30,7 +30,7 @@ std::string human_bits_per_second(double bits);
 std::string human_duration(double seconds);
 
 // `status`, `job list`, `job show` and a `stats` frame (see stats.hpp) as text.
-std::string render_status(const nlohmann::json &status);
+std::string render_status(const api::StatusReply &status);
 std::string render_job_list(const std::vector<api::Job> &jobs);
 std::string render_job(const api::Job &job);
 // `all`: every counter, not only those that are not zero on either path.

@@ -6,39 +6,44 @@ namespace {
 
 using nlohmann::json;
 
-double rate(const json &before, const json &after, double seconds)
+double rate(uint64_t before, uint64_t after, double seconds)
 {
-    uint64_t a = after.get<uint64_t>(), b = before.is_number() ? before.get<uint64_t>() : 0;
-    return a < b || seconds <= 0 ? 0.0 : static_cast<double>(a - b) / seconds;
+    return after < before || seconds <= 0 ? 0.0 : static_cast<double>(after - before) / seconds;
 }
 
-// One path's totals and rates; `counters_key` is where the stats reply keeps its counters.
-json path_frame(const json &before, const json &after, const char *counters_key, const char *path,
-                double seconds)
+// One path's totals and rates.
+json path_frame(const std::map<std::string, uint64_t> &before,
+                const std::map<std::string, uint64_t> &after, const api::PerPath &bytes_before,
+                const api::PerPath &bytes_after, const api::PerPath &chunks_before,
+                const api::PerPath &chunks_after, bool fast, double seconds)
 {
-    json counters = after.at(counters_key), rates = json::object();
-    for (const auto &[name, total] : counters.items())
-        rates[name] = rate(before.at(counters_key).value(name, json()), total, seconds);
-    const json &bytes = after.at("aggregated_bytes").at(path);
-    const json &chunks = after.at("chunks_completed").at(path);
-    return {
-        {"counters", counters},
-        {"rates", rates},
-        {"aggregated_bytes", bytes},
-        {"aggregated_gbit_per_s",
-         rate(before.at("aggregated_bytes").at(path), bytes, seconds) * 8 / 1e9},
-        {"chunks_completed", chunks},
-        {"chunks_completed_per_s", rate(before.at("chunks_completed").at(path), chunks, seconds)}};
+    json counters = json::object(), rates = json::object();
+    for (const auto &[name, total] : after) {
+        counters[name] = total;
+        const auto was = before.find(name);
+        rates[name] = rate(was == before.end() ? 0 : was->second, total, seconds);
+    }
+    const auto on = [fast](const api::PerPath &p) { return fast ? p.fast : p.host; };
+    return {{"counters", counters},
+            {"rates", rates},
+            {"aggregated_bytes", on(bytes_after)},
+            {"aggregated_gbit_per_s", rate(on(bytes_before), on(bytes_after), seconds) * 8 / 1e9},
+            {"chunks_completed", on(chunks_after)},
+            {"chunks_completed_per_s", rate(on(chunks_before), on(chunks_after), seconds)}};
 }
 
 }  // namespace
 
-json stats_frame(const json &before, const json &after, double seconds)
+json stats_frame(const api::StatsReply &before, const api::StatsReply &after, double seconds)
 {
     return {{"interval_seconds", seconds},
-            {"uptime_seconds", after.at("uptime_seconds")},
-            {"fast", path_frame(before, after, "counters", "fast", seconds)},
-            {"host", path_frame(before, after, "host_counters", "host", seconds)}};
+            {"uptime_seconds", after.uptime_seconds},
+            {"fast", path_frame(before.counters, after.counters, before.aggregated_bytes,
+                                after.aggregated_bytes, before.chunks_completed,
+                                after.chunks_completed, true, seconds)},
+            {"host", path_frame(before.host_counters, after.host_counters, before.aggregated_bytes,
+                                after.aggregated_bytes, before.chunks_completed,
+                                after.chunks_completed, false, seconds)}};
 }
 
 }  // namespace xagg::ctl

@@ -5,11 +5,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "xagg/api.hpp"
+
 namespace xagg::ctl {
 
 // `before` and `after` are replies of the `stats` op taken `seconds` apart (the client's clock).
 // A counter that went down (its maps were re-created) counts as a rate of 0.
-nlohmann::json stats_frame(const nlohmann::json &before, const nlohmann::json &after,
+nlohmann::json stats_frame(const api::StatsReply &before, const api::StatsReply &after,
                            double seconds);
 
 }  // namespace xagg::ctl
