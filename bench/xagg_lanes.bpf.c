@@ -2,9 +2,9 @@
 /*
  * The fast path's per-byte costs, each measured alone on the same frame with the same bounds
  * check (lanes_none is that check without any work, so differences are the work's cost):
- * - DESIGN.md's lane-packing idea: adding one packet's payload (768 values, 3 KiB) into a slot as
- *   768 32-bit adds (what the fast path does) or as 384 64-bit adds (two lanes of 32 bits per
- *   add: what packing narrower, biased values would allow);
+ * - the lane-packing idea (bench/README.md, section 5): adding one packet's payload (768 values, 3
+ * KiB) into a slot as 768 32-bit adds (what the fast path does) or as 384 64-bit adds (two lanes of
+ * 32 bits per add: what packing narrower, biased values would allow);
  * - verifying a UDP checksum over the payload before adding it (the sum must be checked before
  *   anything is added, so it is a pass of its own): 32-bit words into a 64-bit sum, 64-bit words
  *   with an end-around carry, and the kernel's bpf_csum_diff helper in 512-byte pieces (its

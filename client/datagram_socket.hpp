@@ -2,7 +2,7 @@
 // The worker's one UDP socket: it sends every contribution (from the port the daemon registered
 // for its rank) and receives every result (the jobs' multicast groups, and re-sends to itself).
 // Batched both ways, since a worker's kernel stack, not the aggregator, is what limits a
-// socket-based worker (DESIGN.md: ~0.25 Mchunks/s one datagram per system call):
+// socket-based worker (one datagram per system call would cap it; docs/CLIENT.md, "Measured"):
 //  - send: UDP GSO, up to kGsoSegments datagrams in one sendmsg and several of those in one
 //    sendmmsg; without GSO, sendmmsg of single datagrams;
 //  - receive: recvmmsg, with UDP GRO on so the kernel may hand over several results at once.

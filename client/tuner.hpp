@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: MIT
-// Automatic configuration of the two send-side knobs (DESIGN.md: AutoByte/ByteScheduler): the
-// credit (`window`, chunks in flight per aggregator) and the batch (`partition_chunks`, chunks
-// sent back to back). Pure: it proposes a setting, is told the averaged time measured with it,
-// and proposes the next. No clock, no randomness: every worker that is told the same
-// measurements makes the same choices, which is how all workers switch at the same iteration
-// (the client all-reduces the measurements through the aggregator before telling it).
+// Automatic configuration of the two send-side knobs (the AutoByte/ByteScheduler idea;
+// docs/CLIENT.md, "Automatic configuration"): the credit (`window`, chunks in flight per
+// aggregator) and the batch (`partition_chunks`, chunks sent back to back). Pure: it proposes a
+// setting, is told the averaged time measured with it, and proposes the next. No clock, no
+// randomness: every worker that is told the same measurements makes the same choices, which is how
+// all workers switch at the same iteration (the client all-reduces the measurements through the
+// aggregator before telling it).
 //
 // The search is a pattern search over the powers of two in a bounded box (Hooke-Jeeves on a
 // log grid): from the start point, try each neighbour (one knob doubled or halved), move to the

@@ -207,7 +207,7 @@ TEST(FairLayoutTest, MinimumsWhileTheyFitThenWeightedShares)
     inet_pton(AF_INET, "239.77.0.0", &group);
     JobTable table(1000, 8, group, 256);
     for (int i = 0; i < 5; i++) {
-        JobRequest r;
+        api::CreateJob r;
         r.workers = 2;
         r.gradient_elems = 1000 * XAGG_CHUNK_ELEMS;
         table.create(r);

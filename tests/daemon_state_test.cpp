@@ -104,7 +104,7 @@ TEST(StateFile, HoldsTheKeysReadableByTheDaemonAlone)
         std::filesystem::temp_directory_path() / ("xagg-state-test-" + std::to_string(getpid()));
     std::filesystem::create_directories(dir);
     JobTable table(1024, 16, in_addr{htonl(0xef010000)});
-    JobRequest request;
+    api::CreateJob request;
     request.workers = 2;
     request.gradient_elems = 1000;
     const uint64_t key = table.create(request).key;

@@ -220,23 +220,10 @@ json ControlApi::handle(const json &request, const Tenant *tenant)
 
 json ControlApi::create_job(const json &j, const Tenant *tenant)
 {
-    const auto r = j.get<api::CreateJob>();
-    // What the request left out: this daemon's defaults (the job rules', and the node's chunk
-    // size); a tenant's job without an id takes the lowest free one of its range.
-    JobRequest req;
-    req.id = r.id ? r.id : tenant ? std::optional(free_id_of(*tenant)) : std::nullopt;
-    req.workers = r.workers;
-    req.gradient_elems = r.gradient_elems;
-    req.policy = r.policy == "evict" ? StragglerPolicy::evict : StragglerPolicy::wait;
-    req.timeout_ms = r.timeout_ms.value_or(job_rules::kDefaultTimeoutMs);
-    req.evict_after = r.evict_after.value_or(job_rules::kDefaultEvictAfter);
-    req.weight = r.weight.value_or(job_rules::kDefaultWeight);
-    req.iterations = r.iterations.value_or(0);
-    req.host_path = r.host_path.value_or(false);
-    req.fanout = r.fanout.value_or(false);
-    req.chunk_elems = r.chunk_elems.value_or(default_chunk_elems_);
-
-    const Job &job = jobs_.create(req);
+    auto r = j.get<api::CreateJob>();
+    if (!r.id && tenant)  // a tenant's job takes the lowest free id of its range
+        r.id = free_id_of(*tenant);
+    const Job &job = jobs_.create(r, default_chunk_elems_);
     const uint32_t id = job.id;
     try {
         datapath_.put_job(job);  // no fast-path memory yet: the host path takes it all

@@ -141,8 +141,30 @@ void JobTable::set_region(uint32_t id, Region region)
     job.region_chunks = std::min(region.chunks, job.chunks) / job.parts() * job.parts();
 }
 
-const Job &JobTable::create(const JobRequest &r)
+const Job &JobTable::create(const api::CreateJob &request, uint32_t default_chunk_elems)
 {
+    // What the request left out: the job rules' defaults, and the node's chunk size.
+    const struct {
+        std::optional<uint32_t> id;
+        uint32_t workers;
+        uint64_t gradient_elems;
+        StragglerPolicy policy;
+        uint32_t timeout_ms, evict_after;
+        double weight;
+        uint64_t iterations;
+        bool host_path, fanout;
+        uint32_t chunk_elems;
+    } r{request.id,
+        request.workers,
+        request.gradient_elems,
+        request.policy == "evict" ? StragglerPolicy::evict : StragglerPolicy::wait,
+        request.timeout_ms.value_or(job_rules::kDefaultTimeoutMs),
+        request.evict_after.value_or(job_rules::kDefaultEvictAfter),
+        request.weight.value_or(job_rules::kDefaultWeight),
+        request.iterations.value_or(0),
+        request.host_path.value_or(false),
+        request.fanout.value_or(false),
+        request.chunk_elems.value_or(default_chunk_elems)};
     if (jobs_.size() >= max_jobs_)
         refuse("the job table is full (" + std::to_string(max_jobs_) + " jobs)", Refusal::no_room);
     if (!job_rules::valid_workers(r.workers))

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "lib/sched/memory_scheduler.hpp"
+#include "xagg/api.hpp"
 #include "xagg/check.h"
 #include "xagg/fastpath.h"
 #include "xagg/job_rules.hpp"
@@ -26,20 +27,6 @@ struct Member {
 };
 
 enum class StragglerPolicy { wait, evict };
-
-struct JobRequest {
-    std::optional<uint32_t> id;   // assigned when absent
-    uint32_t workers = 0;         // 1..64
-    uint64_t gradient_elems = 0;  // int32 values per all-reduce
-    StragglerPolicy policy = StragglerPolicy::wait;
-    uint32_t timeout_ms = job_rules::kDefaultTimeoutMs;    // a slot partial this long: straggler
-    uint32_t evict_after = job_rules::kDefaultEvictAfter;  // under `evict`: timeouts, then out
-    double weight = job_rules::kDefaultWeight;  // share of fast-path memory relative to others
-    uint64_t iterations = 0;  // all-reduces the job will run; 0 = not said (benefit policy)
-    bool host_path = false;   // all chunks to the host-side parameter server
-    bool fanout = false;      // unicast fan-out instead of multicast results
-    uint32_t chunk_elems = XAGG_CHUNK_ELEMS;  // or XAGG_JUMBO_CHUNK_ELEMS (MTU 9000)
-};
 
 // Counts in a Job: `chunks`, `region_base` and `region_chunks` are slot positions, the unit of
 // fast-path memory (include/xagg/fastpath.h), one per standard chunk and XAGG_JUMBO_SLOT_PARTS
@@ -96,7 +83,10 @@ public:
 
     // Each throws std::invalid_argument with a message for the API client. A new job has no
     // fast-path memory until the caller applies a layout().
-    const Job &create(const JobRequest &request);
+    // `request` as the control API parsed it; what it leaves out takes the job rules'
+    // defaults (xagg/job_rules.hpp), and the chunk size the node's `default_chunk_elems`.
+    const Job &create(const api::CreateJob &request,
+                      uint32_t default_chunk_elems = XAGG_CHUNK_ELEMS);
     void remove(uint32_t id);
     // Joining clears an eviction of that rank: it is a member again.
     const Member &join(uint32_t id, uint32_t rank, in_addr addr, uint16_t port);

@@ -35,8 +35,9 @@ enum xagg_slot_verdict {
 
 /*
  * The four payload loops. Fully unrolled with plain 32-bit adds (wrapping, as the protocol
- * specifies): measured faster than per-element atomics or bpf_loop (DESIGN.md). The caller holds
- * the slot's lock, which makes each packet's update atomic as a whole.
+ * specifies): measured faster than per-element atomics or bpf_loop (docs/ARCHITECTURE.md,
+ * "Concurrency"). The caller holds the slot's lock, which makes each packet's update atomic as a
+ * whole.
  */
 static XAGG_INLINE void xagg_payload_store(__s32 *sum, const __s32 *vals)
 {

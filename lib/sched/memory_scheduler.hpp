@@ -6,7 +6,8 @@
 // The unit is the chunk (one slot pair, XAGG_CHUNK_ELEMS values). A job's demand is the chunks
 // of its gradient; what it is not given goes to the host-side parameter server, so any division
 // is correct and only speed differs. Policies:
-//  - benefit (default): Mina's rule (DESIGN.md): after the guaranteed minimums, memory goes to
+//  - benefit (default): Mina's rule (docs/SCHEDULING.md): after the guaranteed minimums, memory
+//  goes to
 //    the jobs that gain most from it first, ranked by weight x (step time on the host path - step
 //    time on the fast path) / remaining time; jobs of equal rank (and jobs whose rank is unknown,
 //    which rank last) share what is left as `fair` does.

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 // Where a job's gradient goes when a cluster has several aggregator nodes: the pure core of
-// placement (GOAT's idea, DESIGN.md). A job's gradient is cut into partitions; each partition is
-// assigned to exactly one node (no two nodes ever aggregate the same chunk, so no two collide),
-// so that the slowest node finishes first-best: largest partition first, each to the node that
-// would finish its load soonest with it, among the nodes with fast-path memory left for it
+// placement (GOAT's idea, docs/SCHEDULING.md). A job's gradient is cut into partitions; each
+// partition is assigned to exactly one node (no two nodes ever aggregate the same chunk, so no two
+// collide), so that the slowest node finishes first-best: largest partition first, each to the node
+// that would finish its load soonest with it, among the nodes with fast-path memory left for it
 // (LPT scheduling with a capacity limit, the classic greedy for this knapsack-like problem).
 // Shared by xagg-sim and, through etcd, by the daemons.
 #pragma once
