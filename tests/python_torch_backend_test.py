@@ -149,6 +149,9 @@ def lonely(rank):
     if rank == 1:
         dist.barrier()  # joined (at init); now gone before any all_reduce
         print(json.dumps({"rank": rank, "left": True}))
+        # As torch asks of every process before it exits: without it, gloo's threads may still
+        # hold work during the interpreter's teardown and abort it (pytorch/pytorch#179291).
+        dist.destroy_process_group()
         return
     dist.barrier()
     t = torch.full((10000,), 1.0)
@@ -165,6 +168,7 @@ def lonely(rank):
         later = f"raised: {e}"
     print(json.dumps({"rank": rank, "outcome": outcome, "later": later,
                       "untouched": bool(torch.equal(t, torch.full((10000,), 1.0)))}))
+    dist.destroy_process_group()  # see above
 
 
 def train(bed, env):
