@@ -271,7 +271,7 @@ int main(int argc, char **argv)
         for (xagg_fastpath_variant variant : variants) {
             xagg::FastPathConfig config;
             config.max_jobs = 4;
-            config.max_chunks = 2 * kPositions;
+            config.max_positions = 2 * kPositions;
             config.variant = variant;
             xagg::FastPath fp(config);
             fp.load();
@@ -281,7 +281,7 @@ int main(int argc, char **argv)
                 job.id = id;
                 job.members = (1ull << kWorkers) - 1;
                 job.region_base = (id - 1) * kPositions;
-                job.region_chunks = kPositions;
+                job.region_positions = kPositions;
                 job.chunk_elems = s.elems;
                 job.tag = id;
                 job.key = kKey;

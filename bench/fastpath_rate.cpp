@@ -236,7 +236,7 @@ Measurement measure_fastpath(const Topology &topo, Generator &gen, int cores, ui
         xagg::JobSpec job;
         job.id = 1;
         job.members = (1ull << workers) - 1;
-        job.region_chunks = 2 * kChunksPerCpu;
+        job.region_positions = 2 * kChunksPerCpu;
         inet_pton(AF_INET, "239.88.0.1", &job.group);
         job.group_port = kWorkerPort;
         job.fanout = fanout;
@@ -292,7 +292,7 @@ Measurement measure_hostpath(const Topology &topo, Generator &gen, int cores, ui
         xagg::daemon::Job job;
         job.id = 1;
         job.workers = workers;
-        job.chunks = 2 * kChunksPerCpu;
+        job.positions = 2 * kChunksPerCpu;
         job.host_path = true;
         job.tag = 1;
         job.key = kBenchJobKey;

@@ -319,7 +319,7 @@ int xagg_fastpath(struct xdp_md *ctx)
     struct xagg_slot_outcome slot = {};
     int found;
     enum xagg_slot_verdict verdict = update_chunk(job, &contribution, parts, vals, &slot, &found);
-    /* region_base + region_chunks never exceeds the map's capacity (the loader checks it), and
+    /* region_base + region_positions never exceeds the map's capacity (the loader checks it), and
      * the array lookup bounds-checks the index anyway, so no job reaches beyond its region. */
     if (!found)
         return count(XAGG_CNT_PASS_HOST_OVERFLOW, XDP_PASS);

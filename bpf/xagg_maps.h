@@ -26,7 +26,7 @@ struct {
 /* Two slots per chunk of fast-path capacity (see struct xagg_slot). */
 struct {
     __uint(type, BPF_MAP_TYPE_ARRAY);
-    __uint(max_entries, 2 * XAGG_DEFAULT_MAX_CHUNKS);
+    __uint(max_entries, 2 * XAGG_DEFAULT_MAX_POSITIONS);
     __type(key, __u32);
     __type(value, struct xagg_slot);
 } slots SEC(".maps");

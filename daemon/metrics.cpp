@@ -104,8 +104,9 @@ std::string render_metrics(const MetricsSnapshot &s)
                  "Chunks of a job's gradient (of its chunk size), by the path that serves them.");
         for (const auto &j : s.jobs) {
             std::string job = job_label(j.id);
-            f.sample(job + ",path=\"fast\"", uint64_t{j.region_chunks / j.parts()});
-            f.sample(job + ",path=\"host\"", uint64_t{(j.chunks - j.region_chunks) / j.parts()});
+            f.sample(job + ",path=\"fast\"", uint64_t{j.region_positions / j.parts()});
+            f.sample(job + ",path=\"host\"",
+                     uint64_t{(j.positions - j.region_positions) / j.parts()});
         }
     }
     {
@@ -129,8 +130,8 @@ std::string render_metrics(const MetricsSnapshot &s)
     uint64_t slot_bytes = 2 * sizeof(xagg_slot);
     Family(out, "xagg_fastpath_memory_bytes", "gauge",
            "Fast-path map memory for chunk slots: capacity, and assigned to jobs.")
-        .sample("state=\"capacity\"", uint64_t{s.capacity_chunks} * slot_bytes)
-        .sample("state=\"used\"", uint64_t{s.used_chunks} * slot_bytes);
+        .sample("state=\"capacity\"", uint64_t{s.capacity_positions} * slot_bytes)
+        .sample("state=\"used\"", uint64_t{s.used_positions} * slot_bytes);
     Family(out, "xagg_api_requests_total", "counter", "Control API requests.")
         .sample("", s.api_requests);
     Family(out, "xagg_api_request_errors_total", "counter", "Control API requests refused.")

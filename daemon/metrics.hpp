@@ -26,8 +26,8 @@ struct MetricsSnapshot {
     Counters fast{};
     Counters host{};
     std::vector<Job> jobs;
-    uint32_t capacity_chunks = 0;
-    uint32_t used_chunks = 0;
+    uint32_t capacity_positions = 0;
+    uint32_t used_positions = 0;
     uint64_t api_requests = 0;
     uint64_t api_errors = 0;
     uint64_t api_forbidden = 0;  // of those, a tenant's token beyond its own jobs

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "daemon/datapath/host_slots.hpp"
+#include "daemon/jobs/job_entry.hpp"
 #include "daemon/state_schema.hpp"
 
 namespace xagg::daemon {
@@ -87,27 +88,27 @@ void forget_host_slots_of_other_jobs(const JobTable &jobs, const std::string &di
 static Job whole_on_host(const Job &job)
 {
     Job on_host = job;
-    on_host.region_chunks = 0;
+    on_host.region_positions = 0;
     return on_host;
 }
 
 // Every copy of the job's slots to the host path, which then serves the whole job.
 static void merge_to_host(const Job &job, std::optional<std::pair<uint32_t, uint32_t>> routed,
-                          FastStore &fast, HostStore &host)
+                          FastMaps &fast, HostStore &host)
 {
     host.put_job(whole_on_host(job));
-    std::vector<std::pair<uint32_t, uint32_t>> copies{{job.region_base, job.region_chunks}};
+    std::vector<std::pair<uint32_t, uint32_t>> copies{{job.region_base, job.region_positions}};
     if (routed && *routed != copies.front())
         copies.push_back(*routed);
     for (const auto &[base, positions] : copies)
         if (positions)
-            fast.read_slots(2 * base, 2 * positions,
-                            [&](uint32_t first_slot, std::span<const xagg_slot> batch) {
-                                host.merge_slots(job, first_slot / 2 - base, batch);
-                            });
+            fast.for_each_slot_batch(2 * base, 2 * positions,
+                                     [&](uint32_t first_slot, std::span<const xagg_slot> batch) {
+                                         host.merge_slots(job, first_slot / 2 - base, batch);
+                                     });
 }
 
-Recovery recover(const StateFile &state, const MoveMarker &marker, JobTable &jobs, FastStore *fast,
+Recovery recover(const StateFile &state, const MoveMarker &marker, JobTable &jobs, FastMaps *fast,
                  HostStore &host, bool maps_reused, std::chrono::microseconds grace)
 {
     Recovery r;
@@ -118,8 +119,9 @@ Recovery recover(const StateFile &state, const MoveMarker &marker, JobTable &job
         if (fast && maps_reused && r.crashed_mid_move) {
             std::map<uint32_t, std::optional<std::pair<uint32_t, uint32_t>>> routed;
             for (const auto &[id, job] : jobs.jobs()) {
-                routed[id] = fast->routed(id);
-                fast->put_job(whole_on_host(job));  // the programs stop adding into its slots
+                routed[id] = fast->routed_region(id);
+                fast->put_job(
+                    job_spec(whole_on_host(job)));  // the programs stop adding into its slots
             }
             std::this_thread::sleep_for(grace);
             for (const auto &[id, job] : jobs.jobs()) {
@@ -133,10 +135,10 @@ Recovery recover(const StateFile &state, const MoveMarker &marker, JobTable &job
         }
         if (fast && !maps_reused) {
             for (const auto &[id, job] : jobs.jobs()) {
-                fast->clear_region(job.region_base, job.region_chunks);
-                fast->put_job(job);
+                fast->clear_region(job.region_base, job.region_positions);
+                fast->put_job(job_spec(job));
                 for (const auto &[rank, m] : job.members)
-                    fast->put_member(id, m);
+                    fast->put_member(id, m.rank, m.addr, m.port);
             }
             r.maps_rebuilt = true;
         }

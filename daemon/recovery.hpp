@@ -74,7 +74,7 @@ struct Recovery {
 // path) is merged on the host path, the latest state of each slot winning (a later round, or
 // more contributions of the same one); the jobs then hold no fast-path memory until the caller
 // restores the layout. Clears the marker.
-Recovery recover(const StateFile &state, const MoveMarker &marker, JobTable &jobs, FastStore *fast,
+Recovery recover(const StateFile &state, const MoveMarker &marker, JobTable &jobs, FastMaps *fast,
                  HostStore &host, bool maps_reused,
                  std::chrono::microseconds grace = std::chrono::microseconds(2000));
 

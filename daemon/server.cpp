@@ -34,7 +34,6 @@
 #include "lib/fastpath/fastpath.hpp"
 #include "lib/fastpath/kernel_probe.hpp"
 #include "daemon/datapath/both_paths.hpp"
-#include "daemon/datapath/fast_store.hpp"
 #include "daemon/datapath/host_ps.hpp"
 #include "daemon/datapath/host_slots.hpp"
 #include "daemon/recovery.hpp"
@@ -117,7 +116,7 @@ private:
         } else {
             FastPathConfig fpc;
             fpc.port = config_.port;
-            fpc.max_chunks = config_.max_chunks;
+            fpc.max_positions = config_.max_positions;
             fpc.max_jobs = config_.max_jobs;
             fpc.pin_dir = config_.bpffs_dir;
             fast_ = std::make_unique<FastPath>(fpc);
@@ -125,9 +124,8 @@ private:
                           config_.xdp_mode == "skb" ? AttachMode::skb : AttachMode::native);
             if (config_.xdp_mode == "skb")
                 spdlog::warn("XDP attached in skb (generic) mode: 3-4x slower than native");
-            spdlog::info("attached to {} ({} mode), port {}, {} chunks of fast-path memory",
-                         config_.interface, config_.xdp_mode, config_.port, config_.max_chunks);
-            fast_store_ = std::make_unique<FastPathStore>(*fast_);
+            spdlog::info("attached to {} ({} mode), port {}, {} slot positions of fast-path memory",
+                         config_.interface, config_.xdp_mode, config_.port, config_.max_positions);
         }
         kernel_.release = fast_ ? fast_->kernel().release : probe_kernel().release;
         kernel_.fastpath_variant = fast_ ? variant_name(fast_->variant()) : "";
@@ -136,16 +134,15 @@ private:
 
         in_addr group_base{};
         inet_pton(AF_INET, config_.group_base.c_str(), &group_base);
-        jobs_ = std::make_unique<JobTable>(host_only ? 0 : config_.max_chunks, config_.max_jobs,
-                                           group_base, config_.min_job_chunks,
+        jobs_ = std::make_unique<JobTable>(host_only ? 0 : config_.max_positions, config_.max_jobs,
+                                           group_base, config_.min_job_positions,
                                            *sched::parse_policy(config_.memory_policy));
         jobs_->set_jumbo_refusal(kernel_.jumbo_refusal);
         host_ = std::make_unique<HostPs>(config_.port, config_.interface, config_.host_ps_threads,
                                          config_.host_slots_dir);
-        datapath_ =
-            std::make_unique<BothPaths>(fast_store_.get(), *host_, [this] { marker_.set(); });
+        datapath_ = std::make_unique<BothPaths>(fast_.get(), *host_, [this] { marker_.set(); });
 
-        const Recovery r = recover(state_, marker_, *jobs_, fast_store_.get(), *host_,
+        const Recovery r = recover(state_, marker_, *jobs_, fast_.get(), *host_,
                                    fast_ && fast_->reused_pinned_maps());
         // The host path's slots of a previous run are kept only with the job table they belong
         // to: without one, none are.
@@ -195,7 +192,7 @@ private:
         if (layout_to_restore_)
             api_->restore_layout();
         if (!config_.etcd_endpoint.empty())
-            cluster_ = start_cluster_agent(config_.datapath == "host" ? 0 : config_.max_chunks);
+            cluster_ = start_cluster_agent(config_.datapath == "host" ? 0 : config_.max_positions);
         if (!config_.control_tcp_address.empty())
             listen_tcp();
     }
@@ -276,8 +273,8 @@ private:
             m.jobs.push_back(job);
             m.straggler_events[id] = stragglers_.total(id);
         }
-        m.capacity_chunks = jobs_->capacity_chunks();
-        m.used_chunks = jobs_->used_chunks();
+        m.capacity_positions = jobs_->capacity_positions();
+        m.used_positions = jobs_->used_positions();
         m.api_requests = api_->requests();
         m.api_errors = api_->errors();
         m.api_forbidden = api_->forbidden();
@@ -344,7 +341,7 @@ private:
         spdlog::info("detached from {}; jobs ended, maps unpinned", config_.interface);
     }
 
-    std::unique_ptr<ClusterAgent> start_cluster_agent(uint32_t capacity_chunks) const
+    std::unique_ptr<ClusterAgent> start_cluster_agent(uint32_t capacity_positions) const
     {
         ClusterConfig c;
         c.etcd_endpoint = config_.etcd_endpoint;
@@ -361,7 +358,7 @@ private:
         c.self.port = config_.port;
         c.self.control_socket = config_.control_socket;
         c.self.control_tcp_address = config_.control_tcp_address;
-        c.self.capacity_chunks = capacity_chunks;
+        c.self.capacity_positions = capacity_positions;
         c.self.rate = config_.node_rate;
         auto agent = std::make_unique<ClusterAgent>(c);
         agent->start();
@@ -491,7 +488,6 @@ private:
     MoveMarker marker_{config_.state_dir};
     std::unique_ptr<FastPath> fast_;  // null on a host-path-only node
     NodeKernel kernel_;
-    std::unique_ptr<FastPathStore> fast_store_;
     std::unique_ptr<JobTable> jobs_;
     std::unique_ptr<HostPs> host_;
     std::unique_ptr<BothPaths> datapath_;

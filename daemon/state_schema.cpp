@@ -29,9 +29,9 @@ json save_job(const Job &j)
             {"workers", j.workers},
             {"gradient_elems", j.gradient_elems},
             {"chunk_elems", j.chunk_elems},
-            {"chunks", j.chunks},
+            {"chunks", j.positions},
             {"region_base", j.region_base},
-            {"region_chunks", j.region_chunks},
+            {"region_chunks", j.region_positions},
             {"straggler_policy", to_string(j.policy)},
             {"timeout_ms", j.timeout_ms},
             {"evict_after", j.evict_after},
@@ -78,9 +78,9 @@ Job load_job(const json &j, bool keyed)
         throw std::invalid_argument("job " + std::to_string(job.id) + ": chunk_elems " +
                                     std::to_string(job.chunk_elems) + " is neither " +
                                     job_rules::chunk_elems_choices("nor"));
-    job.chunks = j.at("chunks").get<uint32_t>();
+    job.positions = j.at("chunks").get<uint32_t>();
     job.region_base = j.at("region_base").get<uint32_t>();
-    job.region_chunks = j.at("region_chunks").get<uint32_t>();
+    job.region_positions = j.at("region_chunks").get<uint32_t>();
     job.policy = load_policy(j.at("straggler_policy").get<std::string>());
     job.timeout_ms = j.at("timeout_ms").get<uint32_t>();
     job.evict_after = j.at("evict_after").get<uint32_t>();
@@ -109,9 +109,9 @@ Job load_unversioned_job(const json &j)
     job.id = j.at("id").get<uint32_t>();
     job.workers = j.at("workers").get<uint32_t>();
     job.gradient_elems = j.at("gradient_elems").get<uint64_t>();
-    job.chunks = j.at("chunks").get<uint32_t>();
+    job.positions = j.at("chunks").get<uint32_t>();
     job.region_base = j.at("region_base").get<uint32_t>();
-    job.region_chunks = j.at("fast_path_chunks").get<uint32_t>();
+    job.region_positions = j.at("fast_path_chunks").get<uint32_t>();
     job.policy = load_policy(j.at("policy").get<std::string>());
     job.timeout_ms = j.at("timeout_ms").get<uint32_t>();
     job.evict_after = j.value("evict_after", 3u);

@@ -70,9 +70,9 @@ protected:
         daemon::Job job;
         job.id = added.spec.id;
         job.workers = added.workers;
-        job.chunks = 1u << 20;
+        job.positions = 1u << 20;
         job.region_base = added.spec.region_base;
-        job.region_chunks = added.spec.region_chunks;
+        job.region_positions = added.spec.region_positions;
         job.chunk_elems = added.spec.chunk_elems;
         job.tag = added.spec.tag;
         job.key = added.spec.key;
@@ -191,7 +191,7 @@ TEST_F(CrossPathTest, TheHostPathsSlotsOutliveItsProcess)
     std::filesystem::remove_all(dir);
     daemon::Job job = host_job(jobs_[2]);
     ASSERT_EQ(job.id, kJobHost);
-    job.chunks = 64;  // the host path reserves room for what it serves
+    job.positions = 64;  // the host path reserves room for what it serves
     const auto a = random_values(31), b = random_values(32), c = random_values(33);
     std::vector<daemon::HostPs::Reply> replies;
     // Rank `rank`'s contribution of round `round` to chunk 5 of the host-path job.

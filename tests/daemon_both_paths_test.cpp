@@ -43,7 +43,7 @@ public:
     explicit FakeHost(Recorder &rec) : rec_(rec) {}
     void put_job(const Job &job) override
     {
-        rec_.mutate("host.put_job " + std::to_string(job.region_chunks));
+        rec_.mutate("host.put_job " + std::to_string(job.region_positions));
         jobs[job.id] = job;
     }
     void delete_job(uint32_t id) override { jobs.erase(id); }
@@ -75,7 +75,7 @@ public:
         for (uint32_t c = first; c < end; c++) {
             EXPECT_TRUE(is_held(id, c)) << "chunk " << c << " exported unheld";
             if (auto it = slots.find(c); it != slots.end()) {
-                out.chunks.push_back(c);
+                out.positions.push_back(c);
                 out.slots.push_back(it->second[0]);
                 out.slots.push_back(it->second[1]);
             }
@@ -117,16 +117,16 @@ private:
     Recorder &rec_;
 };
 
-class FakeFast : public FastStore {
+class FakeFast : public FastMaps {
 public:
     FakeFast(Recorder &rec, const FakeHost &host) : rec_(rec), host_(host), slots(2 * kCapacity) {}
     // The invariant: a chunk whose routing changes is held by the host path; one that comes
     // to the fast path already has the host path's state in its slots (checked by the test).
-    void put_job(const Job &job) override
+    void put_job(const JobSpec &job) override
     {
-        rec_.mutate("fast.put_job " + std::to_string(job.region_chunks));
+        rec_.mutate("fast.put_job " + std::to_string(job.region_positions));
         if (auto it = jobs.find(job.id); it != jobs.end() && move_checks) {
-            const uint32_t before = it->second.region_chunks, after = job.region_chunks;
+            const uint32_t before = it->second.region_positions, after = job.region_positions;
             for (uint32_t c = std::min(before, after); c < std::max(before, after); c++)
                 EXPECT_TRUE(host_.is_held(job.id, c))
                     << "chunk " << c << " changed paths while the host path served it";
@@ -134,21 +134,24 @@ public:
         jobs[job.id] = job;
     }
     void delete_job(uint32_t id) override { jobs.erase(id); }
-    std::optional<std::pair<uint32_t, uint32_t>> routed(uint32_t id) const override
+    std::optional<std::pair<uint32_t, uint32_t>> routed_region(uint32_t id) const override
     {
         auto it = jobs.find(id);
         if (it == jobs.end())
             return std::nullopt;
-        return std::pair{it->second.region_base, it->second.region_chunks};
+        return std::pair{it->second.region_base, it->second.region_positions};
     }
-    void put_member(uint32_t id, const Member &m) override { members[id].push_back(m.rank); }
-    void delete_member(uint32_t, uint32_t) override {}
-    void clear_region(uint32_t base, uint32_t chunks) override
+    void put_member(uint32_t id, uint32_t rank, in_addr, uint16_t) override
     {
-        rec_.mutate("fast.clear " + std::to_string(base) + " " + std::to_string(chunks));
-        std::fill(slots.begin() + 2 * base, slots.begin() + 2 * (base + chunks), xagg_slot{});
+        members[id].push_back(rank);
     }
-    void read_slots(uint32_t first, uint32_t count, const SlotBatchFn &fn) const override
+    void delete_member(uint32_t, uint32_t) override {}
+    void clear_region(uint32_t base, uint32_t positions) override
+    {
+        rec_.mutate("fast.clear " + std::to_string(base) + " " + std::to_string(positions));
+        std::fill(slots.begin() + 2 * base, slots.begin() + 2 * (base + positions), xagg_slot{});
+    }
+    void for_each_slot_batch(uint32_t first, uint32_t count, const SlotBatchFn &fn) const override
     {
         for (uint32_t at = first; at < first + count; at += 4096) {
             const uint32_t n = std::min(4096u, first + count - at);
@@ -170,7 +173,7 @@ private:
 public:
     std::vector<xagg_slot> slots;
     bool move_checks = true;
-    std::map<uint32_t, Job> jobs;
+    std::map<uint32_t, JobSpec> jobs;
     std::map<uint32_t, std::vector<uint32_t>> members;
 };
 
@@ -187,15 +190,15 @@ xagg_slot held_slot(const Job &job, uint32_t chunk, uint32_t parity)
     return s;
 }
 
-Job make_job(uint32_t base, uint32_t region_chunks, uint32_t chunks = 1500)
+Job make_job(uint32_t base, uint32_t region_positions, uint32_t chunks = 1500)
 {
     Job job;
     job.id = 7;
     job.workers = 2;
-    job.chunks = chunks;
+    job.positions = chunks;
     job.gradient_elems = uint64_t{chunks} * XAGG_CHUNK_ELEMS;
     job.region_base = base;
-    job.region_chunks = region_chunks;
+    job.region_positions = region_positions;
     job.tag = 0x5eed;
     job.key = 0x2f64c0d9a31e57b8ull;
     job.group_port = 9872;
@@ -223,7 +226,7 @@ protected:
         fast_.move_checks = false;
         paths_.put_job(job);
         fast_.move_checks = true;
-        for (uint32_t c = 0; c < job.region_chunks; c++)
+        for (uint32_t c = 0; c < job.region_positions; c++)
             for (uint32_t p : {0u, 1u})
                 if (c % 3 != 0)  // every third chunk has nothing yet
                     fast_.slots[2 * (job.region_base + c) + p] = held_slot(job, c, p);
@@ -258,8 +261,8 @@ TEST_F(BothPathsTest, ShrinkHandsEverySlotToTheHostPathInStepsEachHeldWhileItMov
         }
     }
     EXPECT_FALSE(host_.slots.count(99)) << "the fast path keeps its prefix";
-    EXPECT_EQ(fast_.jobs.at(7).region_chunks, 100u);
-    EXPECT_EQ(host_.jobs.at(7).region_chunks, 100u);
+    EXPECT_EQ(fast_.jobs.at(7).region_positions, 100u);
+    EXPECT_EQ(host_.jobs.at(7).region_positions, 100u);
     EXPECT_TRUE(host_.held.empty());
 }
 
@@ -270,7 +273,7 @@ TEST_F(BothPathsTest, GrowWritesTheHostPathsSlotsIntoTheNewRegionBeforeRoutingTh
     place(job);
     for (uint32_t c = 50; c < 700; c += 7)
         host_.slots[c] = {held_slot(job, c, 0), held_slot(job, c, 1)};
-    job.region_chunks = 700;
+    job.region_positions = 700;
     paths_.grow_fast(job, 50);
     const std::vector<std::string> want = {
         "marker",         "host.hold 50 562",  "host.export 50 562",
@@ -359,9 +362,9 @@ TEST_P(CrashMidMoveTest, LosesNoChunkState)
     EXPECT_FALSE(r.maps_rebuilt);
     EXPECT_TRUE(r.layout_to_restore);
     EXPECT_FALSE(marker.present());
-    EXPECT_EQ(fast2.jobs.at(saved.id).region_chunks, 0u) << "nothing routed to the fast path";
-    EXPECT_EQ(host2.jobs.at(saved.id).region_chunks, 0u) << "the host path serves it all";
-    EXPECT_EQ(table.find(saved.id)->region_chunks, 0u);
+    EXPECT_EQ(fast2.jobs.at(saved.id).region_positions, 0u) << "nothing routed to the fast path";
+    EXPECT_EQ(host2.jobs.at(saved.id).region_positions, 0u) << "the host path serves it all";
+    EXPECT_EQ(table.find(saved.id)->region_positions, 0u);
     for (uint32_t c : std::vector<uint32_t>{0, 99, 100, 611, 1199, 1300}) {
         ASSERT_EQ(host2.slots.count(c), 1u) << "chunk " << c << " lost its state";
         EXPECT_EQ(host2.slots.at(c)[0].sum[0], static_cast<int32_t>(c * 2)) << "chunk " << c;
@@ -376,11 +379,11 @@ TEST_P(CrashMidMoveTest, LosesNoChunkState)
     fast2.move_checks = true;
     Job back = *table.find(saved.id);
     back.region_base = 10;
-    back.region_chunks = 1200;
+    back.region_positions = 1200;
     paths2.grow_fast(back, 0);
     for (uint32_t c = 0; c < 1200; c++)
         ASSERT_EQ(fast2.slots[2 * (10 + c)].sum[0], static_cast<int32_t>(c * 2)) << "chunk " << c;
-    EXPECT_EQ(fast2.jobs.at(saved.id).region_chunks, 1200u);
+    EXPECT_EQ(fast2.jobs.at(saved.id).region_positions, 1200u);
     std::filesystem::remove_all(dir);
 }
 

@@ -121,7 +121,7 @@ TEST(ClusterTest, AJumboChunkJobIsCutInSlotPositionsAndSharedInJumboBlocks)
 TEST(ClusterTest, RecordsRoundTripAndBadOnesAreRefusedClearly)
 {
     ClusterNode n = node("a");
-    EXPECT_EQ(parse_node(to_json(n).dump()).capacity_chunks, 65536u);
+    EXPECT_EQ(parse_node(to_json(n).dump()).capacity_positions, 65536u);
     ClusterJob j = parse_job(7, R"({"workers":3,"gradient_elems":1000})");
     EXPECT_EQ(j.partition_chunks, 16384u);
     EXPECT_EQ(j.chunk_elems, XAGG_CHUNK_ELEMS);  // a record written before chunk_elems existed

@@ -36,7 +36,7 @@ TEST_F(ConfigFileTest, AGoodFileHasNoProblemsAndParsesIntoTheConfig)
         "interface = ens1f0\n"
         "port = 9999\n"
         "\n"
-        "max_chunks = 1024\n"
+        "max_positions = 1024\n"
         "log_level = debug\n");
     EXPECT_TRUE(check_config_file(path).empty());
     Config c;
@@ -45,7 +45,7 @@ TEST_F(ConfigFileTest, AGoodFileHasNoProblemsAndParsesIntoTheConfig)
     app->parse(3, argv);
     EXPECT_EQ(c.interface, "ens1f0");
     EXPECT_EQ(c.port, 9999);
-    EXPECT_EQ(c.max_chunks, 1024u);
+    EXPECT_EQ(c.max_positions, 1024u);
     EXPECT_EQ(c.log_level, "debug");
     EXPECT_EQ(c.xdp_mode, "native");  // untouched keys keep their defaults
 }
@@ -85,13 +85,34 @@ TEST_F(ConfigFileTest, MissingFileIsReported)
     EXPECT_EQ(problems[0], "/nonexistent/xaggd.conf: cannot be read");
 }
 
+TEST_F(ConfigFileTest, MemoryKeysKeepTheirOldNamesAsAliases)
+{
+    // Memory is counted in slot positions; the keys' names before that still configure it.
+    std::string path = write("interface = eth0\nmax_chunks = 2048\nmin_job_chunks = 16\n");
+    Config c;
+    EXPECT_EQ(validate_config_file(path, &c), std::vector<std::string>{});
+    EXPECT_EQ(c.max_positions, 2048u);
+    EXPECT_EQ(c.min_job_positions, 16u);
+}
+
+TEST_F(ConfigFileTest, AKeySetTwiceOrUnderBothNamesIsNamedWithItsLine)
+{
+    std::string path = write("interface = eth0\nmax_positions = 8\nmax_chunks = 9\n");
+    EXPECT_EQ(check_config_file(path),
+              std::vector<std::string>{path +
+                                       ":3: max_chunks is set already as max_positions on line 2"});
+    path = write("port = 1\ninterface = eth0\nport = 2\n");
+    EXPECT_EQ(check_config_file(path),
+              std::vector<std::string>{path + ":3: port is set already on line 1"});
+}
+
 TEST(ConfigTest, HelpListsEveryKey)
 {
     Config c;
     auto app = make_cli(c);
     std::string help = app->help();
     for (const char *key :
-         {"--interface", "--xdp_mode", "--port", "--max_chunks", "--max_jobs", "--bpffs_dir",
+         {"--interface", "--xdp_mode", "--port", "--max_positions", "--max_jobs", "--bpffs_dir",
           "--state_dir", "--host_slots_dir", "--control_socket", "--control_socket_mode",
           "--group_base", "--log_level", "--netns", "--config"})
         EXPECT_NE(help.find(key), std::string::npos) << key;
@@ -113,7 +134,7 @@ TEST(ConfigTest, InterfaceAloneIsEnough)
 TEST_F(ConfigFileTest, ValidationAddsWhatOnlyTheWholeFileShows)
 {
     EXPECT_EQ(validate_config_file(write("interface = eth0\n")), std::vector<std::string>{});
-    EXPECT_EQ(validate_config_file(write("max_chunks = 8\n")),
+    EXPECT_EQ(validate_config_file(write("max_positions = 8\n")),
               std::vector<std::string>{"interface: required (the NIC to attach the fast path to)"});
     // A bad line is reported as the line alone, as xaggd does before it parses the whole.
     auto problems = validate_config_file(write("interface = eth0\nport = 0\n"));

@@ -44,7 +44,7 @@ public:
     static std::string region(const Job &job)
     {
         return std::to_string(job.id) + " " + std::to_string(job.region_base) + "+" +
-               std::to_string(job.region_chunks);
+               std::to_string(job.region_positions);
     }
     std::vector<SlotState> slot_states(const Job &) const override { return states; }
     Counters counters() const override
@@ -134,7 +134,7 @@ TEST_F(ControlTest, JumboJobsCountTheirChunksAndTakeWholeChunksOfMemory)
     EXPECT_EQ(r["job"]["chunk_elems"], 2048);
     EXPECT_EQ(r["job"]["chunks"], 200);  // 409600 / 2048
     EXPECT_EQ(r["job"]["fast_path_chunks"], 200);
-    EXPECT_EQ(jobs_.find(1)->region_chunks, 600u) << "three positions per chunk";
+    EXPECT_EQ(jobs_.find(1)->region_positions, 600u) << "three positions per chunk";
     // A standard job of weight 3 arrives and gets the 600 positions it needs of the 1000; the
     // 400 left are not a whole number of jumbo chunks: the jumbo job keeps 133 (399 positions).
     r = call(R"({"op":"create_job","workers":2,"gradient_elems":460800,"weight":3})");
@@ -142,7 +142,7 @@ TEST_F(ControlTest, JumboJobsCountTheirChunksAndTakeWholeChunksOfMemory)
     r = call(R"({"op":"show_job","job":1})");
     EXPECT_EQ(r["job"]["fast_path_chunks"], 133);
     EXPECT_EQ(r["job"]["host_path_chunks"], 67);
-    EXPECT_EQ(jobs_.find(1)->region_chunks % XAGG_JUMBO_SLOT_PARTS, 0u);
+    EXPECT_EQ(jobs_.find(1)->region_positions % XAGG_JUMBO_SLOT_PARTS, 0u);
     EXPECT_EQ(call(R"({"op":"list_jobs"})")["jobs"][1]["chunk_elems"], 768);
 }
 
@@ -164,7 +164,7 @@ TEST_F(ControlTest, MemoryIsRedividedByWeightAsJobsComeAndGo)
     EXPECT_EQ(dp_.log, (std::vector<std::string>{"put_job 2", "shrink_fast 1 0+600 to 400",
                                                  "grow_fast 1 0+400 from 400",
                                                  "grow_fast 2 400+600 from 0"}));
-    EXPECT_EQ(call(R"({"op":"stats"})")["fast_path_chunks_used"], 1000);
+    EXPECT_EQ(call(R"({"op":"stats"})")["fast_path_positions_used"], 1000);
     // A host-path job takes no memory and moves nobody.
     dp_.log.clear();
     call(R"({"op":"create_job","workers":1,"gradient_elems":768,"host_path":true})");
@@ -430,11 +430,11 @@ TEST_F(ControlTest, StatusDescribesTheNodeItsMemoryAndWhatEachPathCarries)
     EXPECT_EQ(s["members"], 1);
     const uint64_t slot = 2 * sizeof(xagg_slot);
     EXPECT_EQ(s["memory"], json({{"policy", "benefit"},
-                                 {"capacity_chunks", 1000},
-                                 {"used_chunks", 1000},
+                                 {"capacity_positions", 1000},
+                                 {"used_positions", 1000},
                                  {"capacity_bytes", 1000 * slot},
                                  {"used_bytes", 1000 * slot}}));
-    EXPECT_EQ(s["chunks"], json::parse(R"({"fast":1000,"host":10})"));
+    EXPECT_EQ(s["positions"], json::parse(R"({"fast":1000,"host":10})"));
     EXPECT_EQ(s["aggregated_bytes"], json::parse(R"({"fast":436224,"host":24576})"));
     EXPECT_EQ(s["control"]["socket"], "/run/xagg/xaggd.sock");
     EXPECT_GE(s["uptime_seconds"].get<double>(), 0.0);

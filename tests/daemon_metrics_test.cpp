@@ -32,12 +32,12 @@ MetricsSnapshot example()
     Job j;
     j.id = 7;
     j.workers = 3;
-    j.chunks = 100;
-    j.region_chunks = 60;
+    j.positions = 100;
+    j.region_positions = 60;
     j.members[0] = Member{};
     s.jobs.push_back(j);
-    s.capacity_chunks = 1000;
-    s.used_chunks = 60;
+    s.capacity_positions = 1000;
+    s.used_positions = 60;
     s.api_requests = 5;
     s.api_errors = 1;
     s.uptime_seconds = 1.5;

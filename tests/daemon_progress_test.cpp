@@ -12,7 +12,7 @@ Job job_of(uint32_t chunks, uint32_t workers)
     Job job;
     job.id = 9;
     job.tag = 9;  // the slots' owner tag: in these tests, the job id
-    job.chunks = chunks;
+    job.positions = chunks;
     job.workers = workers;
     return job;
 }

@@ -23,9 +23,9 @@ Job sample_job()
     j.id = 3;
     j.workers = 4;
     j.gradient_elems = 10000;
-    j.chunks = 14;
+    j.positions = 14;
     j.region_base = 100;
-    j.region_chunks = 9;
+    j.region_positions = 9;
     j.policy = StragglerPolicy::evict;
     j.timeout_ms = 250;
     j.evict_after = 5;
@@ -55,7 +55,7 @@ TEST(StateSchema, IsVersionedAndKeepsEveryFieldOfEveryJob)
     ASSERT_EQ(loaded.size(), 1u);
     const Job &j = loaded.at(3);
     EXPECT_EQ(j.region_base, 100u);
-    EXPECT_EQ(j.region_chunks, 9u);
+    EXPECT_EQ(j.region_positions, 9u);
     EXPECT_EQ(j.policy, StragglerPolicy::evict);
     EXPECT_EQ(j.evicted, 0b0100u);
     EXPECT_EQ(j.evictions, 2u);
@@ -79,7 +79,7 @@ TEST(StateSchema, ReadsTheUnversionedTableOfXagg01)
         "group_port":9872,"tag":77,"members":[{"rank":0,"addr":"10.0.0.1","port":5000}]}])");
     const auto loaded = state::load(old);
     ASSERT_EQ(loaded.count(5), 1u);
-    EXPECT_EQ(loaded.at(5).region_chunks, 2u);
+    EXPECT_EQ(loaded.at(5).region_positions, 2u);
     EXPECT_EQ(loaded.at(5).tag, 77u);
     EXPECT_EQ(loaded.at(5).evict_after, 3u);
     EXPECT_EQ(loaded.at(5).members.size(), 1u);

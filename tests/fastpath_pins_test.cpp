@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The fast path's pinned maps across restarts: maps that fit are taken over with what they hold;
 // maps of another layout (an upgrade that changed a shared struct) or another size (a changed
-// max_chunks) are replaced by fresh ones instead of failing the load at every restart.
+// max_positions) are replaced by fresh ones instead of failing the load at every restart.
 #include <bpf/bpf.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -26,7 +26,7 @@ protected:
         dir_ = "/sys/fs/bpf/xagg-pins-test-" + std::to_string(getpid());
         std::filesystem::remove_all(dir_);
         ASSERT_EQ(mkdir(dir_.c_str(), 0700), 0) << "is bpffs mounted on /sys/fs/bpf?";
-        config_.max_chunks = 64;
+        config_.max_positions = 64;
         config_.max_jobs = 8;
         config_.pin_dir = dir_;
     }
@@ -76,7 +76,7 @@ TEST_F(FastPathPins, MapsThatFitAreTakenOverWithTheSumsTheyHold)
 TEST_F(FastPathPins, AnotherMaxChunksGetsFreshMapsInsteadOfAFailedLoad)
 {
     start(/*write=*/true);
-    config_.max_chunks = 128;
+    config_.max_positions = 128;
     auto [reused, slot] = start();
     EXPECT_FALSE(reused);
     EXPECT_EQ(slot.seen, 0u) << "a fresh slots map";

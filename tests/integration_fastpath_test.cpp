@@ -110,7 +110,7 @@ protected:
                                          topo.agg(),
                                          "--interface",
                                          "eth0",
-                                         "--max-chunks",
+                                         "--max-positions",
                                          "4096",
                                          "--job",
                                          std::to_string(kJob) + ":" + std::to_string(chunks) + ":" +

@@ -152,8 +152,8 @@ TEST_F(XaggctlIntegration, EverySubcommandShowsWhatTheDaemonHoldsAfterRealTraffi
                                    {"mode", "native"},
                                    {"attached", true},
                                    {"prog_id", std::stoul(m[1])}}));
-    EXPECT_EQ(status["memory"]["used_chunks"], kFast);
-    EXPECT_EQ(status["chunks"], json({{"fast", kFast}, {"host", kChunks - kFast}}));
+    EXPECT_EQ(status["memory"]["used_positions"], kFast);
+    EXPECT_EQ(status["positions"], json({{"fast", kFast}, {"host", kChunks - kFast}}));
     EXPECT_EQ(status["aggregated_bytes"]["fast"],
               uint64_t{kRounds} * kFast * kWorkers * XAGG_CHUNK_BYTES);
     EXPECT_EQ(status["aggregated_bytes"]["host"],
@@ -162,8 +162,8 @@ TEST_F(XaggctlIntegration, EverySubcommandShowsWhatTheDaemonHoldsAfterRealTraffi
     EXPECT_EQ(table.code, 0);
     EXPECT_EQ(line_starting(table.out, "XDP"),
               "XDP        native mode, program id " + m[1].str() + ", attached");
-    EXPECT_EQ(line_starting(table.out, "chunks"),
-              "chunks     96 on the fast path (75.0%), 32 on the host path (25.0%)");
+    EXPECT_EQ(line_starting(table.out, "positions"),
+              "positions  96 on the fast path (75.0%), 32 on the host path (25.0%)");
     EXPECT_EQ(line_starting(table.out, "new jobs"),
               "new jobs   768-value chunks unless they say (default_chunk_elems)");
     EXPECT_EQ(line_starting(table.out, "jobs"), "jobs       1 (3 members joined)");

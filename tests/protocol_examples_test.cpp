@@ -88,7 +88,7 @@ struct ExampleJob {
     uint64_t key;
     const char *group;
     uint16_t chunk_elems;
-    uint32_t region_base, region_chunks;  // slot positions: four chunks of either size
+    uint32_t region_base, region_positions;  // slot positions: four chunks of either size
 };
 constexpr ExampleJob kJobs[] = {
     {7, 0x5ec2e79a41b03d16, "239.1.0.7", XAGG_CHUNK_ELEMS, 0, 4},
@@ -124,7 +124,7 @@ protected:
             job.id = example.id;
             job.workers = 2;
             job.chunk_elems = example.chunk_elems;
-            job.chunks = example.region_chunks;
+            job.positions = example.region_positions;
             job.tag = example.id;
             job.key = example.key;
             job.group.s_addr = htonl(ip4(example.group));
@@ -135,7 +135,7 @@ protected:
             // The fast path's entry is the daemon's own translation of the job, with a region.
             JobSpec spec = daemon::job_spec(job);
             spec.region_base = example.region_base;
-            spec.region_chunks = example.region_chunks;
+            spec.region_positions = example.region_positions;
             fast_->put_job(spec);
             for (const auto &[rank, m] : job.members)
                 fast_->put_member(job.id, rank, m.addr, m.port);

@@ -117,14 +117,14 @@ TEST(SchedulerTest, NoPolicyEverExceedsTheBudgetOrADemand)
                 gain = double(rng() % 4) / 4;  // ties are common
             jobs.push_back(
                 JobDemand{id, rng() % 3000, 0.1 + double(rng() % 50) / 10, rng() % 5, gain});
-            demand += jobs.back().chunks;
+            demand += jobs.back().positions;
         }
         for (Policy p : all_policies()) {
             Give g = divide(p, budget, minimum, jobs);
             ASSERT_EQ(g.size(), jobs.size());
             ASSERT_LE(total(g), budget) << to_string(p) << " trial " << trial;
             for (const JobDemand &j : jobs)
-                ASSERT_LE(g[j.id], j.chunks) << to_string(p) << " trial " << trial;
+                ASSERT_LE(g[j.id], j.positions) << to_string(p) << " trial " << trial;
             // The exclusive policies but equal waste nothing: all of the memory or all demands.
             if (p == Policy::fair || p == Policy::benefit || p == Policy::fcfs) {
                 ASSERT_EQ(total(g), std::min(budget, demand)) << to_string(p) << " trial " << trial;

@@ -102,9 +102,9 @@ json sample_status(bool attached)
         "xdp":{"configured_mode":"native","mode":"native","attached":true,"prog_id":2391},
         "control":{"socket":"/run/xagg/xaggd.sock","tcp_address":""},
         "metrics_address":"127.0.0.1:9873","jobs":1,"members":3,
-        "memory":{"policy":"benefit","capacity_chunks":96,"used_chunks":96,"capacity_bytes":204288,
+        "memory":{"policy":"benefit","capacity_positions":96,"used_positions":96,"capacity_bytes":204288,
                   "used_bytes":204288},
-        "chunks":{"fast":96,"host":32},
+        "positions":{"fast":96,"host":32},
         "aggregated_bytes":{"fast":2949120,"host":983040}})");
     if (!attached)
         s["xdp"] = json::parse(R"({"configured_mode":"native","mode":"none","attached":false,
@@ -114,19 +114,20 @@ json sample_status(bool attached)
 
 TEST(RenderTest, StatusSaysWhatTheKernelRunsAndHowThePathsShare)
 {
-    EXPECT_EQ(render_status(sample_status(true)),
-              "xaggd 0.1.0, pid 42, up 2m 13s\n"
-              "interface  eth0 (datapath xdp)\n"
-              "XDP        native mode, program id 2391, attached\n"
-              "port       9871/udp\n"
-              "control    /run/xagg/xaggd.sock\n"
-              "metrics    http://127.0.0.1:9873/metrics\n"
-              "jobs       1 (3 members joined)\n"
-              "memory     96 of 96 fast-path chunks assigned (199.5 KiB of 199.5 KiB of slot "
-              "maps), divided by policy benefit\n"
-              "chunks     96 on the fast path (75.0%), 32 on the host path (25.0%)\n"
-              "summed     2.8 MiB of gradient on the fast path (75.0%), 960.0 KiB on the host "
-              "path (25.0%)\n");
+    EXPECT_EQ(
+        render_status(sample_status(true)),
+        "xaggd 0.1.0, pid 42, up 2m 13s\n"
+        "interface  eth0 (datapath xdp)\n"
+        "XDP        native mode, program id 2391, attached\n"
+        "port       9871/udp\n"
+        "control    /run/xagg/xaggd.sock\n"
+        "metrics    http://127.0.0.1:9873/metrics\n"
+        "jobs       1 (3 members joined)\n"
+        "memory     96 of 96 fast-path slot positions assigned (199.5 KiB of 199.5 KiB of slot "
+        "maps), divided by policy benefit\n"
+        "positions  96 on the fast path (75.0%), 32 on the host path (25.0%)\n"
+        "summed     2.8 MiB of gradient on the fast path (75.0%), 960.0 KiB on the host "
+        "path (25.0%)\n");
     std::string detached = render_status(sample_status(false));
     EXPECT_NE(detached.find("XDP        NOT ATTACHED: the kernel reports mode none, program id 0 "
                             "(configured: native)\n"),
@@ -145,8 +146,8 @@ json stats_reply(uint64_t aggregated, uint64_t completed, uint64_t host_complete
             {"chunks_completed", {{"fast", completed}, {"host", host_completed}}},
             {"uptime_seconds", 10.0},
             {"jobs", 1},
-            {"fast_path_chunks_capacity", 96},
-            {"fast_path_chunks_used", 96},
+            {"fast_path_positions_capacity", 96},
+            {"fast_path_positions_used", 96},
             {"requests", 7},
             {"request_errors", 0}};
 }

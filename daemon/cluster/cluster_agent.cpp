@@ -55,7 +55,7 @@ std::optional<ClusterPlacement> replace(const ClusterJob &job,
     std::map<std::string, size_t> index;
     for (const ClusterNode &n : live) {
         index[n.name] = nodes.size();
-        nodes.push_back({static_cast<uint32_t>(nodes.size()), n.capacity_chunks, n.rate, 0});
+        nodes.push_back({static_cast<uint32_t>(nodes.size()), n.capacity_positions, n.rate, 0});
     }
     auto occupy = [&](const std::string &name, uint64_t chunks, uint32_t workers) {
         auto it = index.find(name);

@@ -50,8 +50,8 @@ api::Job job_view(const Job &j)
     v.chunk_elems = j.chunk_elems;
     v.chunks = j.wire_chunks();
     v.region_base = j.region_base;
-    v.fast_path_chunks = j.region_chunks / j.parts();
-    v.host_path_chunks = (j.chunks - j.region_chunks) / j.parts();
+    v.fast_path_chunks = j.region_positions / j.parts();
+    v.host_path_chunks = (j.positions - j.region_positions) / j.parts();
     v.policy = to_string(j.policy);
     v.timeout_ms = j.timeout_ms;
     v.evict_after = j.evict_after;
@@ -153,12 +153,15 @@ void ControlApi::authorize(const std::string &op, const json &r, const Tenant &t
     if (!kTenantOps.count(op))
         refuse("tenant " + tenant.name + "'s token may not " + op + ": that takes the admin token",
                Refusal::forbidden);
-    // The job named (create_job names it "id"); a malformed one is the handler's to refuse.
+    // The job named (create_job names it "id"; without one the tenant gets a free id of its
+    // own), read by the rule every request's parser uses.
     const char *field = op == api::op::create_job ? "id" : "job";
-    if (r.contains(field) && r.at(field).is_number_unsigned() &&
-        !tenant.owns(r.at(field).get<uint64_t>()))
-        refuse("job " + r.at(field).dump() + " is not tenant " + tenant.name + "'s (its jobs are " +
-                   tenant.jobs_text() + ")",
+    if (!r.contains(field))
+        return;
+    const uint32_t job = api::parse::job_id(r, field);
+    if (!tenant.owns(job))
+        refuse("job " + std::to_string(job) + " is not tenant " + tenant.name +
+                   "'s (its jobs are " + tenant.jobs_text() + ")",
                Refusal::forbidden);
 }
 
@@ -253,25 +256,25 @@ void ControlApi::restore_layout()
 bool ControlApi::rebalance()
 {
     auto layout = jobs_.layout(rounds_done_);
-    // What stays put: a job whose region keeps its base keeps the chunks both layouts give it
+    // What stays put: a job whose region keeps its base keeps the positions both layouts give it
     // where they are; one whose region moves goes through the host path whole.
     std::map<uint32_t, uint32_t> keep;
     for (const auto &[id, region] : layout) {
         const Job &job = *jobs_.find(id);
-        Region now{job.region_base, job.region_chunks};
-        if (!(now == region) && (now.chunks || region.chunks))
-            keep[id] = now.base == region.base ? std::min(now.chunks, region.chunks) : 0;
+        Region now{job.region_base, job.region_positions};
+        if (!(now == region) && (now.positions || region.positions))
+            keep[id] = now.base == region.base ? std::min(now.positions, region.positions) : 0;
     }
     // All out first, then all in: a job's new region may be where another job's old one was.
     for (const auto &[id, kept] : keep)
-        if (jobs_.find(id)->region_chunks > kept)
+        if (jobs_.find(id)->region_positions > kept)
             datapath_.shrink_fast(*jobs_.find(id), kept);
     for (const auto &[id, kept] : keep) {
         jobs_.set_region(id, layout[id]);
         datapath_.grow_fast(*jobs_.find(id), kept);
         const Job &job = *jobs_.find(id);
         spdlog::info("job {}: {} of its {} chunks on the fast path (slot positions from {})", id,
-                     job.region_chunks / job.parts(), job.wire_chunks(), job.region_base);
+                     job.region_positions / job.parts(), job.wire_chunks(), job.region_base);
     }
     return !keep.empty();
 }
@@ -401,8 +404,8 @@ json ControlApi::stats(const json &j, const Tenant *)
     r.chunks_completed = {completions(fast), completions(host)};
     r.uptime_seconds = uptime_seconds();
     r.jobs = jobs_.jobs().size();
-    r.fast_path_chunks_capacity = jobs_.capacity_chunks();
-    r.fast_path_chunks_used = jobs_.used_chunks();
+    r.fast_path_positions_capacity = jobs_.capacity_positions();
+    r.fast_path_positions_used = jobs_.used_positions();
     r.requests = requests_;
     r.request_errors = errors_;
     return r;
@@ -421,12 +424,13 @@ json ControlApi::status(const json &j, const Tenant *tenant)
     d.default_chunk_elems = default_chunk_elems_;
     for (const auto &[id, job] : jobs_.jobs()) {
         d.members += job.members.size();
-        d.chunks.fast += job.region_chunks;
-        d.chunks.host += job.chunks - job.region_chunks;
+        d.positions.fast += job.region_positions;
+        d.positions.host += job.positions - job.region_positions;
     }
     d.jobs = jobs_.jobs().size();
-    d.memory = {sched::to_string(jobs_.policy()), jobs_.capacity_chunks(), jobs_.used_chunks(),
-                jobs_.capacity_chunks() * slot_bytes, jobs_.used_chunks() * slot_bytes};
+    d.memory = {sched::to_string(jobs_.policy()), jobs_.capacity_positions(),
+                jobs_.used_positions(), jobs_.capacity_positions() * slot_bytes,
+                jobs_.used_positions() * slot_bytes};
     const Counters fast = datapath_.counters(), host = datapath_.host_counters();
     d.aggregated_bytes = {summed_bytes(fast), summed_bytes(host)};
     if (node_) {

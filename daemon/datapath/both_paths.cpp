@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "daemon/datapath/slot_states.hpp"
+#include "daemon/jobs/job_entry.hpp"
 
 namespace xagg::daemon {
 namespace {
@@ -37,7 +38,7 @@ private:
 
 }  // namespace
 
-BothPaths::BothPaths(FastStore *fast, HostStore &host, std::function<void()> before_move,
+BothPaths::BothPaths(FastMaps *fast, HostStore &host, std::function<void()> before_move,
                      std::chrono::microseconds grace)
     : fast_(fast), host_(host), before_move_(std::move(before_move)), grace_(grace)
 {
@@ -47,7 +48,7 @@ void BothPaths::put_job(const Job &job)
 {
     host_.put_job(job);
     if (fast_)
-        fast_->put_job(job);
+        fast_->put_job(job_spec(job));
 }
 
 void BothPaths::delete_job(uint32_t id)
@@ -61,7 +62,7 @@ void BothPaths::put_member(uint32_t id, const Member &m)
 {
     host_.put_member(id, m);
     if (fast_)
-        fast_->put_member(id, m);
+        fast_->put_member(id, m.rank, m.addr, m.port);
 }
 
 void BothPaths::delete_member(uint32_t id, uint32_t rank)
@@ -82,24 +83,24 @@ void BothPaths::shrink_fast(const Job &job, uint32_t keep)
     // Steps of whole chunks: a jumbo chunk's parts move together (keep and the region are
     // multiples of its parts too).
     const uint32_t step_size = kMoveStep / job.parts() * job.parts();
-    for (uint32_t end = job.region_chunks; end > keep;) {
+    for (uint32_t end = job.region_positions; end > keep;) {
         const uint32_t first = end - std::min(step_size, end - keep);
         Job step = job;
-        step.region_chunks = first;
+        step.region_positions = first;
         timer.hold();
         host_.hold(job.id, first, end);
-        fast_->put_job(step);
+        fast_->put_job(job_spec(step));
         std::this_thread::sleep_for(grace_);
-        fast_->read_slots(2 * (job.region_base + first), 2 * (end - first),
-                          [&](uint32_t slot, std::span<const xagg_slot> batch) {
-                              host_.import_slots(job, slot / 2 - job.region_base, batch);
-                          });
+        fast_->for_each_slot_batch(2 * (job.region_base + first), 2 * (end - first),
+                                   [&](uint32_t slot, std::span<const xagg_slot> batch) {
+                                       host_.import_slots(job, slot / 2 - job.region_base, batch);
+                                   });
         host_.put_job(step);
         host_.release(job.id);
         timer.released();
         end = first;
     }
-    timer.log(job.id, job.region_chunks - keep, "to the host path");
+    timer.log(job.id, job.region_positions - keep, "to the host path");
 }
 
 // Each step, from `from` forwards: the host path holds the step's chunks (and returns once no
@@ -110,10 +111,10 @@ void BothPaths::grow_fast(const Job &job, uint32_t from)
     before_move_();
     MoveTimer timer;
     const uint32_t step_size = kMoveStep / job.parts() * job.parts();
-    for (uint32_t first = from; first < job.region_chunks;) {
-        const uint32_t end = first + std::min(step_size, job.region_chunks - first);
+    for (uint32_t first = from; first < job.region_positions;) {
+        const uint32_t end = first + std::min(step_size, job.region_positions - first);
         Job step = job;
-        step.region_chunks = end;
+        step.region_positions = end;
         timer.hold();
         host_.hold(job.id, first, end);
         // Only chunks the host path holds something of: a slot without this job's tag and
@@ -121,32 +122,33 @@ void BothPaths::grow_fast(const Job &job, uint32_t from)
         HostStore::Exported state = host_.export_slots(job.id, first, end);
         std::vector<uint32_t> keys;
         keys.reserve(state.slots.size());
-        for (uint32_t chunk : state.chunks)
+        for (uint32_t position : state.positions)
             for (uint32_t parity : {0u, 1u})
-                keys.push_back(2 * (job.region_base + chunk) + parity);
+                keys.push_back(2 * (job.region_base + position) + parity);
         fast_->write_slots(keys, state.slots);
-        fast_->put_job(step);
+        fast_->put_job(job_spec(step));
         host_.put_job(step);
         host_.release(job.id);
         timer.released();
         first = end;
     }
-    if (job.region_chunks > from)
-        timer.log(job.id, job.region_chunks - from, "to the fast path");
+    if (job.region_positions > from)
+        timer.log(job.id, job.region_positions - from, "to the fast path");
     // The job as the table has it now (also when nothing came in: a region that only shrank,
     // or moved to nothing).
-    fast_->put_job(job);
+    fast_->put_job(job_spec(job));
     host_.put_job(job);
 }
 
 std::vector<SlotState> BothPaths::slot_states(const Job &job) const
 {
     std::vector<SlotState> states;
-    if (fast_ && job.region_chunks)  // a batch at a time: no copy of the whole region
-        fast_->read_slots(2 * job.region_base, 2 * job.region_chunks,
-                          [&](uint32_t first, std::span<const xagg_slot> batch) {
-                              append_region_states(batch, first - 2 * job.region_base, states);
-                          });
+    if (fast_ && job.region_positions)  // a batch at a time: no copy of the whole region
+        fast_->for_each_slot_batch(2 * job.region_base, 2 * job.region_positions,
+                                   [&](uint32_t first, std::span<const xagg_slot> batch) {
+                                       append_region_states(batch, first - 2 * job.region_base,
+                                                            states);
+                                   });
     auto more = host_.slot_states(job);
     states.insert(states.end(), more.begin(), more.end());
     return states;

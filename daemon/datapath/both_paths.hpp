@@ -24,7 +24,7 @@ public:
 
     // `fast` is null on a host-path-only node. `before_move` runs before any slot moves (to
     // mark the maps as mid-move on disk, so that a crash during the move is recovered from).
-    BothPaths(FastStore *fast, HostStore &host, std::function<void()> before_move,
+    BothPaths(FastMaps *fast, HostStore &host, std::function<void()> before_move,
               std::chrono::microseconds grace = kGrace);
 
     void put_job(const Job &job) override;
@@ -38,7 +38,7 @@ public:
     Counters host_counters() const override;
 
 private:
-    FastStore *fast_;
+    FastMaps *fast_;
     HostStore &host_;
     std::function<void()> before_move_;
     std::chrono::microseconds grace_;

@@ -23,9 +23,9 @@ public:
     // Re-dividing memory moves a job's chunks between the paths with their sums in flight, in
     // steps of a few hundred chunks, so that no chunk's traffic is held (dropped, counted as
     // drop_moving, recovered by retransmission) for longer than one step's copy.
-    // shrink_fast: chunks [keep, job.region_chunks) of the job's current region leave the fast
+    // shrink_fast: chunks [keep, job.region_positions) of the job's current region leave the fast
     // path for the host path; the fast path keeps the prefix [0, keep) where it is.
-    // grow_fast: `job` carries its new region; chunks [from, job.region_chunks) come to the
+    // grow_fast: `job` carries its new region; chunks [from, job.region_positions) come to the
     // fast path there, with the host path's state of them; [0, from) are there already.
     virtual void shrink_fast(const Job &job, uint32_t keep) = 0;
     virtual void grow_fast(const Job &job, uint32_t from) = 0;

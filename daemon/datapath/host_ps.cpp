@@ -143,8 +143,9 @@ void HostPs::put_job(const Job &job)
     // The job's slots: the ones a previous run left if they are this job's (a restart), else
     // new. Room is made for the positions this path serves before it serves them.
     std::shared_ptr<HostSlots> slots = slots_of(job.id);
-    if (!slots || slots->tag() != job.tag || slots->positions() != job.chunks) {
-        slots = std::make_shared<HostSlots>(slots_dir_, job.id, job.tag, job.chunks, job.parts());
+    if (!slots || slots->tag() != job.tag || slots->positions() != job.positions) {
+        slots =
+            std::make_shared<HostSlots>(slots_dir_, job.id, job.tag, job.positions, job.parts());
         if (slots->recovered())
             spdlog::info("job {}: host-path slots recovered from {}{}", job.id,
                          HostSlots::path(slots_dir_, job.id),
@@ -153,7 +154,7 @@ void HostPs::put_job(const Job &job)
                                                      slots->torn())
                                        : "");
     }
-    slots->reserve(job.region_chunks, job.chunks);
+    slots->reserve(job.region_positions, job.positions);
     publish([&](Jobs &j) {
         auto it = j.find(job.id);
         auto members = it != j.end() ? it->second.job.members : job.members;
@@ -269,7 +270,7 @@ HostStore::Exported HostPs::export_slots(uint32_t job_id, uint32_t first, uint32
         xagg_slot *pair = mine->pair(position);
         if (!pair[0].seen && !pair[1].seen)
             continue;
-        out.chunks.push_back(position);
+        out.positions.push_back(position);
         out.slots.push_back(pair[0]);
         out.slots.push_back(pair[1]);
     }
@@ -280,9 +281,9 @@ std::vector<SlotState> HostPs::slot_states(const Job &job) const
 {
     std::vector<SlotState> out;
     std::shared_ptr<HostSlots> mine = slots_of(job.id);
-    if (!mine || mine->positions() != job.chunks)
+    if (!mine || mine->positions() != job.positions)
         return out;
-    for (uint32_t position = job.region_chunks; position < job.chunks; position++) {
+    for (uint32_t position = job.region_positions; position < job.positions; position++) {
         const Shard &shard = shard_of(position);
         std::lock_guard g(shard.lock);
         for (uint32_t parity : {0u, 1u}) {
@@ -347,7 +348,7 @@ enum xagg_counter HostPs::handle(const Jobs &jobs, std::span<const uint8_t> data
     const uint64_t position = uint64_t{chunk} * parts;
     // Only the job's own chunks get a slot here: a member (it holds the key) could otherwise
     // make the daemon keep state for every index it sends.
-    if (position + parts > job.chunks)
+    if (position + parts > job.positions)
         return outcome(XAGG_CNT_DROP_BEYOND_JOB);
     // Held, or a chunk the fast path serves (a datagram passed up before it took over).
     auto held = jobs.held.find(job_id);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// What BothPaths and recovery need of each path, as interfaces: the fast path's maps
-// (FastPathStore adapts lib/fastpath's FastPath) and the host-side parameter server (HostPs).
-// Unit tests put fakes behind them to drive the move protocol step by step.
+// What BothPaths and recovery need of the host-side parameter server (HostPs), as an interface;
+// the fast path's is lib/fastpath/fast_maps.hpp, which FastPath implements itself. Unit tests put
+// fakes behind both to drive the move protocol step by step.
 #pragma once
 
 #include <cstdint>
@@ -13,43 +13,23 @@
 
 #include "daemon/datapath/datapath.hpp"
 #include "daemon/jobs/job_table.hpp"
+#include "lib/fastpath/fast_maps.hpp"
 #include "xagg/counters.hpp"
 #include "xagg/fastpath.h"
 
 namespace xagg::daemon {
 
-// The fast path's maps, in slot indices (two per chunk: 2 * (region_base + chunk) + parity).
-class FastStore {
-public:
-    using SlotBatchFn = std::function<void(uint32_t first_slot, std::span<const xagg_slot>)>;
-
-    virtual ~FastStore() = default;
-    virtual void put_job(const Job &job) = 0;
-    virtual void delete_job(uint32_t job_id) = 0;
-    virtual void put_member(uint32_t job_id, const Member &member) = 0;
-    virtual void delete_member(uint32_t job_id, uint32_t rank) = 0;
-    // The region (base, positions) the fast path routes the job's chunks to now, if any.
-    virtual std::optional<std::pair<uint32_t, uint32_t>> routed(uint32_t job_id) const = 0;
-    // Zeroes the slots of chunks [base, base + chunks).
-    virtual void clear_region(uint32_t base, uint32_t chunks) = 0;
-    // Slots [first, first + count), each read under its lock, a batch at a time.
-    virtual void read_slots(uint32_t first, uint32_t count, const SlotBatchFn &fn) const = 0;
-    // Overwrites slot keys[i] with values[i], each under its lock.
-    virtual void write_slots(std::span<const uint32_t> keys, std::span<const xagg_slot> values) = 0;
-    virtual Counters counters() const = 0;
-};
-
 // The host-side parameter server, as BothPaths drives it.
 class HostStore {
 public:
-    // Slots handed over by export_slots: the chunk indices, and two slots each.
+    // Slots handed over by export_slots: their positions, and two slots each.
     struct Exported {
-        std::vector<uint32_t> chunks;
+        std::vector<uint32_t> positions;
         std::vector<xagg_slot> slots;
     };
 
     virtual ~HostStore() = default;
-    // The job as the host path serves it: its chunks from job.region_chunks on (the fast path
+    // The job as the host path serves it: its chunks from job.region_positions on (the fast path
     // has the others), members included.
     virtual void put_job(const Job &job) = 0;
     virtual void delete_job(uint32_t job_id) = 0;

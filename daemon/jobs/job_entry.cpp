@@ -9,7 +9,7 @@ JobSpec job_spec(const Job &job)
     spec.id = job.id;
     spec.members = job.member_bitmap();
     spec.region_base = job.region_base;
-    spec.region_chunks = job.region_chunks;
+    spec.region_positions = job.region_positions;
     spec.chunk_elems = static_cast<uint16_t>(job.chunk_elems);
     spec.host_path = job.host_path;
     spec.fanout = job.fanout;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // The job table's Job as the acceptance rule reads it: one pure conversion, used by the fast
-// path's maps (datapath/fast_store) and the host parameter server alike.
+// path's maps (lib/fastpath's FastPath) and the host parameter server alike.
 #pragma once
 
 #include "daemon/jobs/job_table.hpp"

@@ -80,21 +80,21 @@ const char *to_string(StragglerPolicy p)
     return p == StragglerPolicy::evict ? "evict" : "wait";
 }
 
-JobTable::JobTable(uint32_t capacity_chunks, uint32_t max_jobs, in_addr group_base,
-                   uint32_t min_job_chunks, sched::Policy policy)
-    : capacity_chunks_(capacity_chunks),
+JobTable::JobTable(uint32_t capacity_positions, uint32_t max_jobs, in_addr group_base,
+                   uint32_t min_job_positions, sched::Policy policy)
+    : capacity_positions_(capacity_positions),
       max_jobs_(max_jobs),
-      min_job_chunks_(min_job_chunks),
+      min_job_positions_(min_job_positions),
       policy_(policy),
       group_base_(group_base)
 {
 }
 
-uint32_t JobTable::used_chunks() const
+uint32_t JobTable::used_positions() const
 {
     uint32_t used = 0;
     for (const auto &[id, job] : jobs_)
-        used += job.region_chunks;
+        used += job.region_positions;
     return used;
 }
 
@@ -106,39 +106,39 @@ std::map<uint32_t, Region> JobTable::layout(const std::map<uint32_t, uint64_t> &
 {
     std::vector<sched::JobDemand> demands;
     for (const auto &[id, job] : jobs_) {
-        sched::JobDemand d{id, job.host_path ? 0 : job.chunks, job.weight, job.arrival, {}};
+        sched::JobDemand d{id, job.host_path ? 0 : job.positions, job.weight, job.arrival, {}};
         if (job.iterations) {
             auto done = rounds_done.find(id);
             uint64_t left = job.iterations -
                             std::min(job.iterations, done == rounds_done.end() ? 0 : done->second);
             // Remaining time as if on the fast path: what a job that got the memory would take.
-            d.benefit =
-                sched::benefit_score(job.chunks * kHostStepPerChunk, job.chunks * kFastStepPerChunk,
-                                     static_cast<double>(left) * job.chunks * kFastStepPerChunk);
+            d.benefit = sched::benefit_score(
+                job.positions * kHostStepPerChunk, job.positions * kFastStepPerChunk,
+                static_cast<double>(left) * job.positions * kFastStepPerChunk);
         }
         demands.push_back(d);
     }
     std::map<uint32_t, Region> out;
     uint32_t base = 0;
     for (const auto &[id, given] :
-         sched::divide(policy_, capacity_chunks_, min_job_chunks_, demands)) {
+         sched::divide(policy_, capacity_positions_, min_job_positions_, demands)) {
         // Whole chunks only: a jumbo chunk's parts are never split between the paths.
         const uint32_t parts = jobs_.at(id).parts();
-        const auto chunks = static_cast<uint32_t>(given / parts * parts);
-        out[id] = chunks ? Region{base, chunks} : Region{};
-        base += chunks;
+        const auto positions = static_cast<uint32_t>(given / parts * parts);
+        out[id] = positions ? Region{base, positions} : Region{};
+        base += positions;
     }
     return out;
 }
 
 void JobTable::set_region(uint32_t id, Region region)
 {
-    if (uint64_t{region.base} + region.chunks > capacity_chunks_)
+    if (uint64_t{region.base} + region.positions > capacity_positions_)
         refuse("region lies beyond the fast-path capacity", Refusal::no_room);
     Job &job = get(id);
     job.region_base = region.base;
     // Whole chunks only: a jumbo chunk's parts are never split between the paths.
-    job.region_chunks = std::min(region.chunks, job.chunks) / job.parts() * job.parts();
+    job.region_positions = std::min(region.positions, job.positions) / job.parts() * job.parts();
 }
 
 const Job &JobTable::create(const api::CreateJob &request, uint32_t default_chunk_elems)
@@ -175,8 +175,8 @@ const Job &JobTable::create(const api::CreateJob &request, uint32_t default_chun
         refuse("chunk_elems must be " + job_rules::chunk_elems_choices());
     if (r.chunk_elems == XAGG_JUMBO_CHUNK_ELEMS && !jumbo_refusal_.empty())
         refuse("this node cannot serve jumbo chunks: " + jumbo_refusal_, Refusal::unsupported);
-    const uint64_t chunks = job_rules::positions(r.gradient_elems, r.chunk_elems);
-    if (chunks > UINT32_MAX)
+    const uint64_t positions = job_rules::positions(r.gradient_elems, r.chunk_elems);
+    if (positions > UINT32_MAX)
         refuse("gradient_elems is too large (at most 2^32 slots of 768 values)");
     if (r.timeout_ms == 0)
         refuse("timeout_ms must be positive");
@@ -200,7 +200,7 @@ const Job &JobTable::create(const api::CreateJob &request, uint32_t default_chun
     job.workers = r.workers;
     job.gradient_elems = r.gradient_elems;
     job.chunk_elems = r.chunk_elems;
-    job.chunks = static_cast<uint32_t>(chunks);
+    job.positions = static_cast<uint32_t>(positions);
     job.policy = r.policy;
     job.timeout_ms = r.timeout_ms;
     job.evict_after = r.evict_after;
@@ -290,7 +290,7 @@ void JobTable::leave(uint32_t id, uint32_t rank)
 void JobTable::restore(std::map<uint32_t, Job> jobs)
 {
     for (const auto &[id, job] : jobs)
-        if (uint64_t{job.region_base} + job.region_chunks > capacity_chunks_)
+        if (uint64_t{job.region_base} + job.region_positions > capacity_positions_)
             refuse("job " + std::to_string(id) + " lies beyond the fast-path capacity",
                    Refusal::no_room);
     jobs_ = std::move(jobs);

@@ -28,19 +28,18 @@ struct Member {
 
 enum class StragglerPolicy { wait, evict };
 
-// Counts in a Job: `chunks`, `region_base` and `region_chunks` are slot positions, the unit of
-// fast-path memory (include/xagg/fastpath.h), one per standard chunk and XAGG_JUMBO_SLOT_PARTS
-// per jumbo chunk, so that every part of the daemon that sizes, moves and scans memory works
-// alike for both sizes; only what faces users and the wire counts the job's own chunks
-// (wire_chunks()).
+// Memory is counted in slot positions, the unit of fast-path memory (include/xagg/fastpath.h):
+// one per standard chunk and XAGG_JUMBO_SLOT_PARTS per jumbo chunk, so that every part of the
+// daemon that sizes, moves and scans memory works alike for both sizes. "Chunk" means the wire
+// chunk only: what faces users and the wire counts the job's own chunks (wire_chunks()).
 struct Job {
     uint32_t id = 0;
     uint32_t workers = 0;
     uint64_t gradient_elems = 0;
     uint32_t chunk_elems = XAGG_CHUNK_ELEMS;  // values per chunk on the wire: 768 or 2048
-    uint32_t chunks = 0;         // slot positions: ceil(gradient_elems / chunk_elems) * parts()
-    uint32_t region_base = 0;    // fast-path positions [region_base, region_base + region_chunks)
-    uint32_t region_chunks = 0;  // positions on the fast path (a multiple of parts())
+    uint32_t positions = 0;                   // ceil(gradient_elems / chunk_elems) * parts()
+    uint32_t region_base = 0;  // fast-path positions [region_base, region_base + region_positions)
+    uint32_t region_positions = 0;  // positions on the fast path (a multiple of parts())
     StragglerPolicy policy = StragglerPolicy::wait;
     uint32_t timeout_ms = 0;
     uint32_t evict_after = 3;
@@ -60,26 +59,26 @@ struct Job {
     // Slot positions one chunk takes.
     uint32_t parts() const { return xagg_chunk_parts(chunk_elems); }
     // The job's chunks as workers count them.
-    uint32_t wire_chunks() const { return chunks / parts(); }
+    uint32_t wire_chunks() const { return positions / parts(); }
     uint64_t all_ranks() const { return workers == 64 ? ~0ull : (1ull << workers) - 1; }
     // The ranks whose contributions complete a chunk.
     uint64_t member_bitmap() const { return all_ranks() & ~evicted; }
 };
 
-// A job's share of fast-path memory: chunks [0, chunks) of the job live in slots of chunks
-// [base, base + chunks).
+// A job's share of fast-path memory: the job's positions [0, positions) live at the map's
+// positions [base, base + positions).
 struct Region {
     uint32_t base = 0;
-    uint32_t chunks = 0;
+    uint32_t positions = 0;
     bool operator==(const Region &) const = default;
 };
 
 class JobTable {
 public:
     // Fast-path memory is divided by `policy` (memory_scheduler.hpp); under benefit and fair
-    // every job that wants it is guaranteed min(its chunks, min_job_chunks) while those fit.
-    JobTable(uint32_t capacity_chunks, uint32_t max_jobs, in_addr group_base,
-             uint32_t min_job_chunks = 256, sched::Policy policy = sched::Policy::benefit);
+    // every job that wants it is guaranteed min(its positions, min_job_positions) while those fit.
+    JobTable(uint32_t capacity_positions, uint32_t max_jobs, in_addr group_base,
+             uint32_t min_job_positions = 256, sched::Policy policy = sched::Policy::benefit);
 
     // Each throws std::invalid_argument with a message for the API client. A new job has no
     // fast-path memory until the caller applies a layout().
@@ -103,8 +102,8 @@ public:
 
     const Job *find(uint32_t id) const;
     const std::map<uint32_t, Job> &jobs() const { return jobs_; }
-    uint32_t capacity_chunks() const { return capacity_chunks_; }
-    uint32_t used_chunks() const;
+    uint32_t capacity_positions() const { return capacity_positions_; }
+    uint32_t used_positions() const;
     // Why this node cannot serve jumbo chunks ("" when it can): create() then refuses such jobs
     // (Refusal::unsupported) instead of accepting them and dropping their frames. Jobs already in
     // the table (restored after a restart) are kept.
@@ -117,9 +116,9 @@ public:
 private:
     Job &get(uint32_t id);
 
-    uint32_t capacity_chunks_;
+    uint32_t capacity_positions_;
     uint32_t max_jobs_;
-    uint32_t min_job_chunks_;
+    uint32_t min_job_positions_;
     sched::Policy policy_;
     uint64_t next_arrival_ = 0;
     in_addr group_base_;

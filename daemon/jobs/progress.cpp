@@ -23,7 +23,7 @@ JobProgress job_progress(const Job &job, const std::vector<SlotState> &slots)
     const uint64_t members = job.member_bitmap();
     std::map<uint32_t, Latest> latest;  // by the job's chunk (a jumbo chunk's parts are one)
     for (const SlotState &s : slots) {
-        if (s.tag != job.tag || s.seen == 0 || s.chunk >= job.chunks)
+        if (s.tag != job.tag || s.seen == 0 || s.chunk >= job.positions)
             continue;
         Latest here{s.round, (s.seen & members) == members};
         auto [it, inserted] = latest.emplace(s.chunk / job.parts(), here);

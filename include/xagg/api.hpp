@@ -424,8 +424,8 @@ struct PerPath {
 // StatusBrief's fields, these beside them, and the node's when the daemon describes its node.
 struct StatusMemory {
     std::string policy;
-    uint64_t capacity_chunks = 0, used_chunks = 0;  // slot positions
-    uint64_t capacity_bytes = 0, used_bytes = 0;    // of the slot maps
+    uint64_t capacity_positions = 0, used_positions = 0;
+    uint64_t capacity_bytes = 0, used_bytes = 0;  // of the slot maps
 };
 struct StatusXdp {  // as the kernel reports it now
     std::string configured_mode, mode;
@@ -450,7 +450,7 @@ struct StatusDetails {
     std::optional<uint32_t> default_chunk_elems;
     uint64_t jobs = 0, members = 0;
     StatusMemory memory;
-    PerPath chunks, aggregated_bytes;
+    PerPath positions, aggregated_bytes;  // positions: slot positions of the jobs, by path
     std::optional<StatusNode> node;
 };
 struct StatusReply {
@@ -463,7 +463,7 @@ struct StatsReply {
     std::map<std::string, uint64_t> counters, host_counters;
     PerPath aggregated_bytes, chunks_completed;
     double uptime_seconds = 0;
-    uint64_t jobs = 0, fast_path_chunks_capacity = 0, fast_path_chunks_used = 0;
+    uint64_t jobs = 0, fast_path_positions_capacity = 0, fast_path_positions_used = 0;
     uint64_t requests = 0, request_errors = 0;
 };
 
@@ -650,11 +650,11 @@ inline void to_json(nlohmann::json &j, const StatusReply &r)
     j["jobs"] = d.jobs;
     j["members"] = d.members;
     j["memory"] = {{"policy", d.memory.policy},
-                   {"capacity_chunks", d.memory.capacity_chunks},
-                   {"used_chunks", d.memory.used_chunks},
+                   {"capacity_positions", d.memory.capacity_positions},
+                   {"used_positions", d.memory.used_positions},
                    {"capacity_bytes", d.memory.capacity_bytes},
                    {"used_bytes", d.memory.used_bytes}};
-    j["chunks"] = d.chunks;
+    j["positions"] = d.positions;
     j["aggregated_bytes"] = d.aggregated_bytes;
     if (!d.node)
         return;
@@ -687,11 +687,11 @@ inline void from_json(const nlohmann::json &j, StatusReply &r)
     j.at("members").get_to(d.members);
     const nlohmann::json &m = j.at("memory");
     d.memory.policy = m.value("policy", std::string());
-    m.at("capacity_chunks").get_to(d.memory.capacity_chunks);
-    m.at("used_chunks").get_to(d.memory.used_chunks);
+    m.at("capacity_positions").get_to(d.memory.capacity_positions);
+    m.at("used_positions").get_to(d.memory.used_positions);
     m.at("capacity_bytes").get_to(d.memory.capacity_bytes);
     m.at("used_bytes").get_to(d.memory.used_bytes);
-    j.at("chunks").get_to(d.chunks);
+    j.at("positions").get_to(d.positions);
     j.at("aggregated_bytes").get_to(d.aggregated_bytes);
     if (!j.contains("interface"))  // a daemon that does not describe its node
         return;
@@ -719,8 +719,8 @@ inline void to_json(nlohmann::json &j, const StatsReply &r)
          {"chunks_completed", r.chunks_completed},
          {"uptime_seconds", r.uptime_seconds},
          {"jobs", r.jobs},
-         {"fast_path_chunks_capacity", r.fast_path_chunks_capacity},
-         {"fast_path_chunks_used", r.fast_path_chunks_used},
+         {"fast_path_positions_capacity", r.fast_path_positions_capacity},
+         {"fast_path_positions_used", r.fast_path_positions_used},
          {"requests", r.requests},
          {"request_errors", r.request_errors}};
 }
@@ -732,8 +732,8 @@ inline void from_json(const nlohmann::json &j, StatsReply &r)
     j.at("chunks_completed").get_to(r.chunks_completed);
     j.at("uptime_seconds").get_to(r.uptime_seconds);
     j.at("jobs").get_to(r.jobs);
-    j.at("fast_path_chunks_capacity").get_to(r.fast_path_chunks_capacity);
-    j.at("fast_path_chunks_used").get_to(r.fast_path_chunks_used);
+    j.at("fast_path_positions_capacity").get_to(r.fast_path_positions_capacity);
+    j.at("fast_path_positions_used").get_to(r.fast_path_positions_used);
     j.at("requests").get_to(r.requests);
     j.at("request_errors").get_to(r.request_errors);
 }

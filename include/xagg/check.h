@@ -116,7 +116,7 @@ static XAGG_INLINE enum xagg_counter xagg_check_chunk_size(const struct xagg_job
 
 /*
  * Which path serves a chunk: the fast path holds the chunks whose slot positions lie below the
- * job's region_chunks, of a job that is not configured for the host path (XAGG_ACCEPT);
+ * job's region_positions, of a job that is not configured for the host path (XAGG_ACCEPT);
  * everything else is the host path's, and the fast path passes it up with the counter returned.
  */
 static XAGG_INLINE enum xagg_counter xagg_route(const struct xagg_job *job, __u32 chunk)
@@ -125,7 +125,7 @@ static XAGG_INLINE enum xagg_counter xagg_route(const struct xagg_job *job, __u3
         return XAGG_CNT_PASS_HOST_JOB;
     __u32 parts = xagg_job_parts(job);
     /* 64 bits: a chunk index from the wire times the parts may not fit in 32. */
-    if ((__u64)chunk * parts + parts > job->region_chunks)
+    if ((__u64)chunk * parts + parts > job->region_positions)
         return XAGG_CNT_PASS_HOST_OVERFLOW;
     return XAGG_ACCEPT;
 }

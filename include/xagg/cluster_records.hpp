@@ -4,6 +4,8 @@
 //
 //   PREFIX/nodes/NAME      {"name", "address", "port", "control_socket", "control_tcp_address",
 //                           "capacity_chunks", "rate"}
+//   ("capacity_chunks" counts slot positions; the record keeps the name every node of a
+//   cluster being upgraded reads)
 //   PREFIX/jobs/ID         {"workers", "gradient_elems", "partition_chunks", "chunk_elems"}
 //   PREFIX/placement/ID    {"job", "job_revision", "partitions": [node of each partition],
 //                           "nodes": [each node used, its record with "partitions": its count]}
@@ -27,7 +29,7 @@ struct ClusterNode {
     std::string name, address;  // address: the IPv4 workers send chunks to
     uint16_t port = 0;          // the xagg UDP port
     std::string control_socket, control_tcp_address;
-    uint64_t capacity_chunks = 0;
+    uint64_t capacity_positions = 0;  // fast-path memory in slot positions
     double rate = 1;  // contributions/s it aggregates: placement's speed of the node
 };
 
@@ -73,7 +75,7 @@ inline nlohmann::json to_json(const ClusterNode &n)
             {"port", n.port},
             {"control_socket", n.control_socket},
             {"control_tcp_address", n.control_tcp_address},
-            {"capacity_chunks", n.capacity_chunks},
+            {"capacity_chunks", n.capacity_positions},
             {"rate", n.rate}};
 }
 

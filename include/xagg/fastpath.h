@@ -19,7 +19,7 @@
 
 /* Map capacities the loader uses unless told otherwise (it may resize before load). */
 #define XAGG_DEFAULT_MAX_JOBS 256
-#define XAGG_DEFAULT_MAX_CHUNKS 65536 /* 64 MiB of gradient held at once */
+#define XAGG_DEFAULT_MAX_POSITIONS 65536 /* 64 MiB of gradient held at once */
 
 /*
  * How the program reads a contribution that the driver spread over several receive buffers (a
@@ -51,10 +51,10 @@ struct xagg_job {
     /* The job's region of fast-path memory, counted in slot positions of XAGG_CHUNK_ELEMS values
      * (two slots each, see struct xagg_slot): chunk c of a job whose chunks take p positions
      * (1, or XAGG_JUMBO_SLOT_PARTS) lives at positions region_base + p * c .. + p - 1, and the
-     * chunks whose positions lie below region_chunks are aggregated here; the rest pass to the
+     * chunks whose positions lie below region_positions are aggregated here; the rest pass to the
      * host path. */
     __u32 region_base;
-    __u32 region_chunks;
+    __u32 region_positions;
     __u32 flags;       /* enum xagg_job_flags */
     __be32 group_addr; /* IPv4 multicast group results are sent to */
     __be16 group_port; /* UDP port results are sent to */

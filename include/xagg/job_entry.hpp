@@ -20,7 +20,7 @@ struct JobSpec {
     uint32_t id = 0;
     uint64_t members = 0;                     // bitmap of ranks
     uint32_t region_base = 0;                 // first slot position of its region
-    uint32_t region_chunks = 0;               // slot positions held on the fast path (xagg_job)
+    uint32_t region_positions = 0;            // slot positions held on the fast path (xagg_job)
     uint16_t chunk_elems = XAGG_CHUNK_ELEMS;  // or XAGG_JUMBO_CHUNK_ELEMS
     uint32_t tag = 0;         // owner tag of its slots (xagg_job.tag); never XAGG_TAG_NONE
     uint64_t key = 0;         // the job key (host order; xagg_job.key is wire order)
@@ -37,7 +37,7 @@ inline xagg_job job_value(const JobSpec &job)
     xagg_job value{};
     value.members = job.members;
     value.region_base = job.region_base;
-    value.region_chunks = job.region_chunks;
+    value.region_positions = job.region_positions;
     value.chunk_elems = job.chunk_elems;
     value.flags = 0;
     if (job.host_path)

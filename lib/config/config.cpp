@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <type_traits>
 #include <sstream>
 #include <stdexcept>
@@ -62,16 +63,20 @@ std::unique_ptr<CLI::App> make_cli(Config &c)
     app->add_option("--port", c.port, "UDP port of xagg traffic")
         ->check(CLI::Range(1, 65535))
         ->capture_default_str();
-    app->add_option("--max_chunks", c.max_chunks,
-                    "Fast-path capacity in chunks of 768 values (3 KiB)")
+    // The memory keys count slot positions (768 values each; a 2048-value chunk takes three).
+    // Before they were named so they were max_chunks and min_job_chunks: those names stay
+    // accepted, as aliases of the same option.
+    app->add_option("--max_positions,--max_chunks", c.max_positions,
+                    "Fast-path capacity in slot positions of 768 values (3 KiB; a 2048-value "
+                    "chunk takes 3). Alias: max_chunks")
         ->check(CLI::Range(1u, 1u << 30))
         ->capture_default_str();
     app->add_option("--max_jobs", c.max_jobs, "Capacity of the job table")
         ->check(CLI::Range(1u, 65536u))
         ->capture_default_str();
-    app->add_option("--min_job_chunks", c.min_job_chunks,
-                    "Fast-path chunks guaranteed to each job while the guarantees fit; the rest "
-                    "is shared by weight")
+    app->add_option("--min_job_positions,--min_job_chunks", c.min_job_positions,
+                    "Fast-path slot positions guaranteed to each job while the guarantees fit; "
+                    "the rest is shared by weight. Alias: min_job_chunks")
         ->check(CLI::Range(0u, 1u << 30))
         ->capture_default_str();
     app->add_option("--memory_policy", c.memory_policy,
@@ -181,6 +186,7 @@ std::vector<std::string> check_config_file(const std::string &path)
     if (!in)
         return {path + ": cannot be read"};
     std::vector<std::string> problems;
+    std::map<std::string, std::pair<std::string, int>> set_at;  // option -> (key, line) setting it
     std::string line;
     for (int number = 1; std::getline(in, line); number++) {
         size_t start = line.find_first_not_of(" \t");
@@ -199,8 +205,20 @@ std::vector<std::string> check_config_file(const std::string &path)
         Config scratch;
         auto app = make_cli(scratch);
         std::string key = line.substr(start, line.find_first_of(" \t=", start) - start);
-        if (key == "config" || !app->get_option_no_throw("--" + key)) {
+        const CLI::Option *option =
+            key == "config" ? nullptr : app->get_option_no_throw("--" + key);
+        if (!option) {
             problems.push_back(path + ":" + std::to_string(number) + ": unknown key '" + key + "'");
+            continue;
+        }
+        // A key given twice, or under its name and its alias, would leave the file's meaning to
+        // the order of its lines.
+        const auto [first, fresh] = set_at.try_emplace(option->get_name(), key, number);
+        if (!fresh) {
+            const std::string &earlier = first->second.first;
+            problems.push_back(path + ":" + std::to_string(number) + ": " + key +
+                               " is set already" + (earlier == key ? "" : " as " + earlier) +
+                               " on line " + std::to_string(first->second.second));
             continue;
         }
         std::istringstream one(line);
@@ -231,9 +249,9 @@ std::vector<std::pair<std::string, std::string>> config_values(const Config &c)
             {"xdp_mode", c.xdp_mode},
             {"default_chunk_elems", c.default_chunk_elems},
             {"port", text(c.port)},
-            {"max_chunks", text(c.max_chunks)},
+            {"max_positions", text(c.max_positions)},
             {"max_jobs", text(c.max_jobs)},
-            {"min_job_chunks", text(c.min_job_chunks)},
+            {"min_job_positions", text(c.min_job_positions)},
             {"memory_policy", c.memory_policy},
             {"bpffs_dir", c.bpffs_dir},
             {"state_dir", c.state_dir},

@@ -27,12 +27,13 @@ struct Config {
     // Values per chunk of a job created without chunk_elems: auto (2048 where the interface's
     // MTU carries jumbo chunks, else 768), 768 or 2048.
     std::string default_chunk_elems = "auto";
-    uint32_t max_chunks = XAGG_DEFAULT_MAX_CHUNKS;  // fast-path capacity, in chunks of 3 KiB
-    uint32_t max_jobs = XAGG_DEFAULT_MAX_JOBS;      // job table capacity
-    uint32_t min_job_chunks = 256;                  // fast-path memory guaranteed to each job
-    std::string memory_policy = "benefit";          // benefit | fair | equal | fcfs
-    std::string bpffs_dir = "/sys/fs/bpf/xagg";     // where maps are pinned
-    std::string state_dir = "/var/lib/xagg";        // job table kept across restarts
+    uint32_t max_positions =
+        XAGG_DEFAULT_MAX_POSITIONS;  // fast-path capacity, in slot positions (768 values)
+    uint32_t max_jobs = XAGG_DEFAULT_MAX_JOBS;   // job table capacity
+    uint32_t min_job_positions = 256;            // fast-path memory guaranteed to each job
+    std::string memory_policy = "benefit";       // benefit | fair | equal | fcfs
+    std::string bpffs_dir = "/sys/fs/bpf/xagg";  // where maps are pinned
+    std::string state_dir = "/var/lib/xagg";     // job table kept across restarts
     std::string control_socket = XAGG_DEFAULT_CONTROL_SOCKET;
     // The host path's slots, kept across a restart (a tmpfs).
     std::string host_slots_dir = "/run/xagg/slots";

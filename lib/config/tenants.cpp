@@ -56,11 +56,17 @@ std::vector<Tenant> read_tenants_file(const std::string &path, const std::string
     std::ifstream in(path);
     if (!in)
         throw std::runtime_error("control_tenants_file " + path + ": cannot be read");
+    return parse_tenants(in, path, admin_token);
+}
+
+std::vector<Tenant> parse_tenants(std::istream &in, const std::string &source,
+                                  const std::string &admin_token)
+{
     std::vector<Tenant> tenants;
     std::string line;
     for (unsigned number = 1; std::getline(in, line); number++) {
         const auto fail = [&](const std::string &why) {
-            throw std::runtime_error(path + ":" + std::to_string(number) + ": " + why);
+            throw std::runtime_error(source + ":" + std::to_string(number) + ": " + why);
         };
         if (const size_t hash = line.find('#'); hash != std::string::npos)
             line.resize(hash);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <istream>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,10 @@ struct Tenant {
 // ranges that overlap and tokens that repeat or equal `admin_token`. Throws std::runtime_error
 // naming the file and line.
 std::vector<Tenant> read_tenants_file(const std::string &path, const std::string &admin_token);
+// The same rules over text already in hand (what xaggctl is about to write), errors named
+// `source`:LINE; the file's mode is the caller's to check.
+std::vector<Tenant> parse_tenants(std::istream &in, const std::string &source,
+                                  const std::string &admin_token);
 
 // One tenant's line of that file.
 std::string tenant_line(const Tenant &tenant);

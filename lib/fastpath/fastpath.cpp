@@ -64,7 +64,7 @@ std::string pin_mismatch(const std::string &path, const bpf_map *map)
 }
 
 // Pins left by a build with another map layout (an upgrade that changed a shared struct) or by a
-// configuration of another size (max_chunks, max_jobs) cannot be reused, and libbpf would refuse
+// configuration of another size (max_positions, max_jobs) cannot be reused, and libbpf would refuse
 // to load against them: the daemon would fail at every restart. The maps form one state (slots
 // are tagged with the jobs map's owners), so when any one does not fit, all pins go; the caller
 // then starts with fresh maps and rebuilds the job table from its state file, and sums that were
@@ -110,7 +110,7 @@ FastPath::FastPath(const FastPathConfig &config)
       kernel_(probe_kernel()),
       variant_(config.variant.value_or(best_variant(kernel_)))
 {
-    if (config.max_chunks == 0 || config.max_chunks > (1u << 30))
+    if (config.max_positions == 0 || config.max_positions > (1u << 30))
         throw std::invalid_argument("fast-path capacity must be 1..2^30 chunks");
     // The program would quietly run as copy: the variant it reports must be the one it runs.
     if (std::string why = variant_unavailable(variant_, kernel_); !why.empty())
@@ -125,7 +125,7 @@ FastPath::FastPath(const FastPathConfig &config)
     if (!err)
         err = bpf_map__set_max_entries(skel_->maps.members, config.max_jobs * XAGG_MAX_WORKERS);
     if (!err)
-        err = bpf_map__set_max_entries(skel_->maps.slots, 2 * config.max_chunks);
+        err = bpf_map__set_max_entries(skel_->maps.slots, 2 * config.max_positions);
     if (err) {
         xagg_fastpath__destroy(skel_);
         fail(err, "sizing the fast-path maps");
@@ -360,7 +360,7 @@ void FastPath::put_job(const JobSpec &job)
         throw std::invalid_argument("job id 0 is reserved");
     if (job.tag == XAGG_TAG_NONE)
         throw std::invalid_argument("job " + std::to_string(job.id) + " has no slot tag");
-    if (uint64_t{job.region_base} + job.region_chunks > config_.max_chunks)
+    if (uint64_t{job.region_base} + job.region_positions > config_.max_positions)
         throw std::invalid_argument("job region lies beyond the fast-path capacity");
     xagg_job value = job_value(job);
     update(bpf_map__fd(skel_->maps.jobs), &job.id, &value, "writing job " + std::to_string(job.id));
@@ -372,7 +372,7 @@ std::optional<std::pair<uint32_t, uint32_t>> FastPath::routed_region(uint32_t jo
     xagg_job value{};
     if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.jobs), &job_id, &value) != 0)
         return std::nullopt;
-    return std::pair{value.region_base, value.region_chunks};
+    return std::pair{value.region_base, value.region_positions};
 }
 
 void FastPath::delete_job(uint32_t job_id)
@@ -398,15 +398,15 @@ void FastPath::delete_member(uint32_t job_id, uint32_t rank)
     remove(bpf_map__fd(skel_->maps.members), &key, "deleting a member");
 }
 
-void FastPath::clear_region(uint32_t base, uint32_t chunks)
+void FastPath::clear_region(uint32_t base, uint32_t positions)
 {
     ensure_loaded();
-    if (uint64_t{base} + chunks > config_.max_chunks)
+    if (uint64_t{base} + positions > config_.max_positions)
         throw std::invalid_argument("region lies beyond the fast-path capacity");
     std::vector<uint32_t> keys(kSlotBatch);
     const std::vector<xagg_slot> empty(kSlotBatch);
-    for (uint32_t first = 2 * base; first < 2 * (base + chunks); first += kSlotBatch) {
-        uint32_t n = std::min(kSlotBatch, 2 * (base + chunks) - first);
+    for (uint32_t first = 2 * base; first < 2 * (base + positions); first += kSlotBatch) {
+        uint32_t n = std::min(kSlotBatch, 2 * (base + positions) - first);
         for (uint32_t i = 0; i < n; i++)
             keys[i] = first + i;
         write_slots(std::span(keys.data(), n), std::span(empty.data(), n));
@@ -440,12 +440,10 @@ xagg_slot FastPath::slot(uint32_t index) const
     return value;
 }
 
-void FastPath::for_each_slot_batch(
-    uint32_t first, uint32_t count,
-    const std::function<void(uint32_t, std::span<const xagg_slot>)> &fn) const
+void FastPath::for_each_slot_batch(uint32_t first, uint32_t count, const SlotBatchFn &fn) const
 {
     ensure_loaded();
-    if (uint64_t{first} + count > 2ull * config_.max_chunks)
+    if (uint64_t{first} + count > 2ull * config_.max_positions)
         throw std::invalid_argument("slot range beyond the map");
     int fd = bpf_map__fd(skel_->maps.slots);
     // Batched, each slot still copied under its lock: one system call per kSlotBatch slots
@@ -477,7 +475,7 @@ void FastPath::write_slots(std::span<const uint32_t> keys, std::span<const xagg_
     if (keys.size() != values.size())
         throw std::invalid_argument("write_slots: as many keys as values");
     for (uint32_t key : keys)
-        if (key >= 2ull * config_.max_chunks)
+        if (key >= 2ull * config_.max_positions)
             throw std::invalid_argument("slot " + std::to_string(key) + " beyond the map");
     int fd = bpf_map__fd(skel_->maps.slots);
     // BPF_F_LOCK: each slot is copied under its lock, which itself is left alone. One system

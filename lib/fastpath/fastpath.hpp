@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/fastpath/fast_maps.hpp"
 #include "lib/fastpath/kernel_probe.hpp"
 #include "xagg/counters.hpp"
 #include "xagg/fastpath.h"
@@ -28,7 +29,7 @@ namespace xagg {
 struct FastPathConfig {
     uint16_t port = XAGG_DEFAULT_PORT;
     uint32_t max_jobs = XAGG_DEFAULT_MAX_JOBS;
-    uint32_t max_chunks = XAGG_DEFAULT_MAX_CHUNKS;  // fast-path capacity, in chunks
+    uint32_t max_positions = XAGG_DEFAULT_MAX_POSITIONS;  // fast-path capacity
     // When set, the maps are pinned here (a bpffs directory) and reused if already pinned, so a
     // restarted loader continues with the state a crashed one left.
     std::string pin_dir;
@@ -48,7 +49,7 @@ struct Attachment {
     uint32_t prog_id = 0;   // the kernel's id of the program attached (ours or not)
 };
 
-class FastPath {
+class FastPath : public FastMaps {
 public:
     // Slots per batched map call (12 MiB of slots).
     static constexpr uint32_t kSlotBatch = 4096;
@@ -56,7 +57,7 @@ public:
     // Opens the embedded BPF object, sizes its maps and sets the load-time constants. Nothing is
     // in the kernel yet; call load() (for BPF_PROG_TEST_RUN) or attach() (which loads).
     explicit FastPath(const FastPathConfig &config);
-    ~FastPath();
+    ~FastPath() override;
     FastPath(const FastPath &) = delete;
     FastPath &operator=(const FastPath &) = delete;
 
@@ -74,27 +75,18 @@ public:
     // Asks the kernel (not our own bookkeeping) what runs on the interface now.
     Attachment attachment() const;
 
-    void put_job(const JobSpec &job);
-    // The region the program routes job `job_id`'s chunks to now (base, positions), if the
-    // jobs map holds the job.
-    std::optional<std::pair<uint32_t, uint32_t>> routed_region(uint32_t job_id) const;
-    void delete_job(uint32_t job_id);
-    void put_member(uint32_t job_id, uint32_t rank, in_addr addr, uint16_t port);
-    void delete_member(uint32_t job_id, uint32_t rank);
-    // Zeroes every slot of a region (batched), so whatever it held is gone.
-    void clear_region(uint32_t base, uint32_t chunks);
-
-    Counters counters() const;
+    // The maps (fast_maps.hpp). Slots are read and written a batch of system calls at a time
+    // (BPF_MAP_LOOKUP_BATCH / BPF_MAP_UPDATE_BATCH).
+    void put_job(const JobSpec &job) override;
+    void delete_job(uint32_t job_id) override;
+    std::optional<std::pair<uint32_t, uint32_t>> routed_region(uint32_t job_id) const override;
+    void put_member(uint32_t job_id, uint32_t rank, in_addr addr, uint16_t port) override;
+    void delete_member(uint32_t job_id, uint32_t rank) override;
+    void clear_region(uint32_t base, uint32_t positions) override;
+    void for_each_slot_batch(uint32_t first, uint32_t count, const SlotBatchFn &fn) const override;
+    void write_slots(std::span<const uint32_t> keys, std::span<const xagg_slot> values) override;
+    Counters counters() const override;
     xagg_slot slot(uint32_t index) const;
-    // Slots [first, first + count), each read under its lock, a batch at a time: `fn(index of
-    // the batch's first slot, its slots)`. For scans and moves of large regions (hundreds of
-    // MB), which need not hold a copy of them all.
-    void for_each_slot_batch(
-        uint32_t first, uint32_t count,
-        const std::function<void(uint32_t, std::span<const xagg_slot>)> &fn) const;
-    // Overwrites slot keys[i] with values[i], each under its lock, a batch of system calls at a
-    // time (BPF_MAP_UPDATE_BATCH): keys need not be contiguous.
-    void write_slots(std::span<const uint32_t> keys, std::span<const xagg_slot> values);
 
     int prog_fd() const;         // the XDP program
     int fanout_prog_fd() const;  // the TC ingress program that copies results per member

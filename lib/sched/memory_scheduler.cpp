@@ -27,7 +27,7 @@ void guarantee(uint64_t &left, uint64_t minimum, const std::vector<const JobDema
                Give &give)
 {
     for (const JobDemand *j : order) {
-        uint64_t g = std::min(j->chunks, minimum);
+        uint64_t g = std::min(j->positions, minimum);
         if (g <= left) {
             give[j->id] = g;
             left -= g;
@@ -37,26 +37,26 @@ void guarantee(uint64_t &left, uint64_t minimum, const std::vector<const JobDema
 
 // Weighted water-filling of `left` over `open` (in a fixed order): each job's need beyond what
 // it has is met if it fits its weight's share, and what the satisfied leave is shared again;
-// when nobody's need fits, each takes its share rounded down and the chunks the rounding leaves
+// when nobody's need fits, each takes its share rounded down and the positions the rounding leaves
 // go one each in order. Deterministic.
 void water_fill(uint64_t &left, std::vector<const JobDemand *> open, Give &give)
 {
-    std::erase_if(open, [&](const JobDemand *j) { return give[j->id] >= j->chunks; });
+    std::erase_if(open, [&](const JobDemand *j) { return give[j->id] >= j->positions; });
     while (left > 0 && !open.empty()) {
         long double weights = 0;
         for (const JobDemand *j : open)
             weights += j->weight;
         bool any_satisfied = false;
         for (const JobDemand *j : open) {
-            uint64_t need = j->chunks - give[j->id];
+            uint64_t need = j->positions - give[j->id];
             if (need <= static_cast<long double>(left) * j->weight / weights) {
-                give[j->id] = j->chunks;
+                give[j->id] = j->positions;
                 left -= need;
                 any_satisfied = true;
             }
         }
         if (any_satisfied) {
-            std::erase_if(open, [&](const JobDemand *j) { return give[j->id] >= j->chunks; });
+            std::erase_if(open, [&](const JobDemand *j) { return give[j->id] >= j->positions; });
             continue;
         }
         uint64_t handed = 0;
@@ -68,7 +68,7 @@ void water_fill(uint64_t &left, std::vector<const JobDemand *> open, Give &give)
         }
         left -= handed;
         for (auto it = open.begin(); left > 0 && it != open.end(); ++it)
-            if (give[(*it)->id] < (*it)->chunks) {
+            if (give[(*it)->id] < (*it)->positions) {
                 give[(*it)->id]++;
                 left--;
             }
@@ -97,17 +97,17 @@ void benefit(uint64_t left, uint64_t minimum, const std::vector<JobDemand> &jobs
 
 void hashed(uint64_t budget, const std::vector<JobDemand> &jobs, Give &give)
 {
-    // Balls into bins: D chunks hashed into M slots occupy M (1 - e^(-D/M)) of them in
+    // Balls into bins: D positions hashed into M slots occupy M (1 - e^(-D/M)) of them in
     // expectation; a chunk that finds its slot taken goes to the host path. Each job keeps its
     // proportional part of the occupied slots (every chunk is equally likely to win its slot).
     long double demand = 0;
     for (const JobDemand &j : jobs)
-        demand += j.chunks;
+        demand += j.positions;
     if (demand == 0 || budget == 0)
         return;
     long double occupied = budget * (1 - std::exp(-demand / budget));
     for (const JobDemand &j : jobs)
-        give[j.id] = static_cast<uint64_t>(j.chunks * occupied / demand);
+        give[j.id] = static_cast<uint64_t>(j.positions * occupied / demand);
 }
 
 }  // namespace
@@ -163,11 +163,11 @@ std::map<uint32_t, uint64_t> divide(Policy policy, uint64_t budget, uint64_t min
     }
     case Policy::equal:
         for (const JobDemand &j : jobs)
-            give[j.id] = std::min(j.chunks, budget / jobs.size());
+            give[j.id] = std::min(j.positions, budget / jobs.size());
         break;
     case Policy::fcfs:
         for (const JobDemand *j : in_arrival_order(jobs)) {
-            give[j->id] = std::min(j->chunks, left);
+            give[j->id] = std::min(j->positions, left);
             left -= give[j->id];
         }
         break;

@@ -78,16 +78,16 @@ protected:
         std::filesystem::remove_all(bpffs_ + "-2");  // a second daemon's, where a test runs one
     }
 
-    std::string write_config(const Topology &topo, uint32_t max_chunks = 4096,
-                             uint32_t min_job_chunks = 256)
+    std::string write_config(const Topology &topo, uint32_t max_positions = 4096,
+                             uint32_t min_job_positions = 256)
     {
         netns_ = topo.agg();
         std::string path = dir_ + "/xaggd.conf";
         std::ofstream(path) << "# written by the integration test\n"
                             << "interface = eth0\n"
                             << "netns = " << topo.agg() << "\n"
-                            << "max_chunks = " << max_chunks << "\n"
-                            << "min_job_chunks = " << min_job_chunks
+                            << "max_positions = " << max_positions << "\n"
+                            << "min_job_positions = " << min_job_positions
                             << "\n"
                             // These tests count 768-value chunks where a job is created without
                             // a size; the default (auto: jumbo at MTU 9000) is tested by itself.

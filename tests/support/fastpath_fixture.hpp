@@ -25,11 +25,11 @@ namespace xagg::test {
 extern std::optional<xagg_fastpath_variant> g_tested_variant;
 
 // The loader's configuration for a test, on the variant under test.
-inline FastPathConfig test_fastpath_config(uint32_t max_jobs, uint32_t max_chunks)
+inline FastPathConfig test_fastpath_config(uint32_t max_jobs, uint32_t max_positions)
 {
     FastPathConfig config;
     config.max_jobs = max_jobs;
-    config.max_chunks = max_chunks;
+    config.max_positions = max_positions;
     config.variant = g_tested_variant;
     return config;
 }
@@ -109,7 +109,7 @@ protected:
         job.id = id;
         job.members = workers == 64 ? ~0ull : (1ull << workers) - 1;
         job.region_base = base;
-        job.region_chunks = chunks;
+        job.region_positions = chunks;
         job.host_path = host;
         job.fanout = fanout;
         job.group.s_addr = htonl(group_of(id));

@@ -437,7 +437,7 @@ void add_cluster(CLI::App &app, Cli &cli)
                     char line[160];
                     std::snprintf(line, sizeof(line), "%-15s %-16s %llu\n", n.name.c_str(),
                                   n.address.c_str(),
-                                  static_cast<unsigned long long>(n.capacity_chunks));
+                                  static_cast<unsigned long long>(n.capacity_positions));
                     out += line;
                 }
                 out += "\nJOB  WORKERS  ELEMS        CHUNK  PLACEMENT (node of each partition)\n";

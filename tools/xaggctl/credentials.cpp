@@ -87,21 +87,16 @@ std::string admin_token_of(const std::string &file)
     }
 }
 
-// The tenants file after a change, checked as xaggd reads it before it replaces the old one.
+// The tenants file after a change, checked by the rules xaggd reads it with before it replaces
+// the old one.
 void write_tenants(const std::string &path, const std::string &text, const std::string &admin)
 {
-    write_file(path + ".check", text, 0600, true);
+    std::istringstream in(text);
     try {
-        daemon::read_tenants_file(path + ".check", admin);
+        daemon::parse_tenants(in, path, admin);
     } catch (const std::runtime_error &e) {
-        unlink((path + ".check").c_str());
-        std::string why = e.what();
-        const std::string prefix = path + ".check";
-        if (why.rfind(prefix, 0) == 0)
-            why = path + why.substr(prefix.size());
-        throw CredentialError(why);
+        throw CredentialError(e.what());
     }
-    unlink((path + ".check").c_str());
     write_file(path, text, 0600, true);
 }
 

@@ -181,15 +181,16 @@ std::string render_status(const api::StatusReply &s)
     }
     f.add("jobs", std::to_string(d.jobs) + " (" + std::to_string(d.members) + " members joined)");
     const api::StatusMemory &mem = d.memory;
-    f.add("memory", std::to_string(mem.used_chunks) + " of " + std::to_string(mem.capacity_chunks) +
-                        " fast-path chunks assigned (" +
+    f.add("memory", std::to_string(mem.used_positions) + " of " +
+                        std::to_string(mem.capacity_positions) +
+                        " fast-path slot positions assigned (" +
                         human_bytes(static_cast<double>(mem.used_bytes)) + " of " +
                         human_bytes(static_cast<double>(mem.capacity_bytes)) + " of slot maps), " +
                         "divided by policy " + (mem.policy.empty() ? "?" : mem.policy));
-    const uint64_t fast = d.chunks.fast, host = d.chunks.host;
-    f.add("chunks", std::to_string(fast) + " on the fast path (" + percent(fast, fast + host) +
-                        "), " + std::to_string(host) + " on the host path (" +
-                        percent(host, fast + host) + ")");
+    const uint64_t fast = d.positions.fast, host = d.positions.host;
+    f.add("positions", std::to_string(fast) + " on the fast path (" + percent(fast, fast + host) +
+                           "), " + std::to_string(host) + " on the host path (" +
+                           percent(host, fast + host) + ")");
     const uint64_t fb = d.aggregated_bytes.fast, hb = d.aggregated_bytes.host;
     f.add("summed", human_bytes(static_cast<double>(fb)) + " of gradient on the fast path (" +
                         percent(fb, fb + hb) + "), " + human_bytes(static_cast<double>(hb)) +

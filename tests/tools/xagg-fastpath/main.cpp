@@ -71,7 +71,7 @@ xagg::JobSpec parse_job(const std::string &text)
                                     "': expected ID:CHUNKS:GROUP:PORT:KEY[:host|:fanout]");
     xagg::JobSpec job;
     job.id = to_u32(p[0], "job id");
-    job.region_chunks = to_u32(p[1], "job chunks");
+    job.region_positions = to_u32(p[1], "job chunks");
     job.group = to_addr(p[2], "job group");
     if (!IN_MULTICAST(ntohl(job.group.s_addr)))
         throw std::invalid_argument("--job '" + text + "': " + p[2] + " is not a multicast group");
@@ -161,8 +161,8 @@ int main(int argc, char **argv)
     app.add_option("--netns", netns, "Network namespace (of `ip netns`) the interface is in");
     app.add_option("--mode", mode, "XDP attach mode")->check(CLI::IsMember({"native", "skb"}));
     app.add_option("--port", config.port, "UDP port of xagg traffic")->default_val(config.port);
-    app.add_option("--max-chunks", config.max_chunks, "Fast-path capacity in chunks")
-        ->default_val(config.max_chunks)
+    app.add_option("--max-positions", config.max_positions, "Fast-path capacity in chunks")
+        ->default_val(config.max_positions)
         ->check(CLI::Range(1u, 1u << 30));
     app.add_option("--max-jobs", config.max_jobs, "Capacity of the job table")
         ->default_val(config.max_jobs)
@@ -197,12 +197,12 @@ int main(int argc, char **argv)
             if (!by_id.emplace(job.id, &job).second)
                 throw std::invalid_argument("job " + std::to_string(job.id) + " given twice");
             job.region_base = next_base;
-            next_base += job.region_chunks;
+            next_base += job.region_positions;
         }
-        if (next_base > config.max_chunks)
+        if (next_base > config.max_positions)
             throw std::invalid_argument("jobs need " + std::to_string(next_base) +
-                                        " chunks, more than --max-chunks " +
-                                        std::to_string(config.max_chunks));
+                                        " chunks, more than --max-positions " +
+                                        std::to_string(config.max_positions));
         for (const auto &m : members) {
             auto it = by_id.find(m.job);
             if (it == by_id.end())
@@ -215,12 +215,12 @@ int main(int argc, char **argv)
         xagg::FastPath fp(config);
         fp.attach(ifname, mode == "native" ? xagg::AttachMode::native : xagg::AttachMode::skb);
         spdlog::info("attached to {} in {} mode, port {}, capacity {} chunks", ifname, mode,
-                     config.port, config.max_chunks);
+                     config.port, config.max_positions);
         for (const auto &job : jobs) {
-            fp.clear_region(job.region_base, job.region_chunks);
+            fp.clear_region(job.region_base, job.region_positions);
             fp.put_job(job);
             spdlog::info("job {}: {} members, chunks [0, {}) at slots base {}{}", job.id,
-                         __builtin_popcountll(job.members), job.region_chunks, job.region_base,
+                         __builtin_popcountll(job.members), job.region_positions, job.region_base,
                          job.host_path ? ", host path"
                          : job.fanout  ? ", unicast fan-out"
                                        : "");
