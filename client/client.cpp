@@ -52,6 +52,21 @@ in_addr ipv4(const std::string &text, const char *what)
     return a;
 }
 
+// The port this rank sends from, which the daemon knows it by (ClientOptions::port).
+uint16_t member_port(const ClientOptions &o, uint16_t group_port)
+{
+    if (o.port)
+        return o.port;
+    if (o.local_ranks <= 1)
+        return group_port;
+    const uint32_t port = uint32_t{group_port} + 1 + o.local_rank;
+    if (port > 65535)
+        throw ClientError(ClientError::Kind::invalid,
+                          "group port " + std::to_string(group_port) + " + 1 + local rank " +
+                              std::to_string(o.local_rank) + " is beyond 65535; give a port");
+    return static_cast<uint16_t>(port);
+}
+
 // Joins (or checks the registration of) this rank, and describes the job for the engine.
 client::Engine::Endpoint join(const Aggregator &a, const ClientOptions &o)
 {
@@ -64,6 +79,7 @@ client::Engine::Endpoint join(const Aggregator &a, const ClientOptions &o)
         e.workers = job.workers;
         e.group = ipv4(job.group, "the job's group");
         e.group_port = job.group_port;
+        e.member_port = member_port(o, job.group_port);
         e.aggregator = ipv4(a.address, "aggregator address");
         e.weight = a.weight;
         // A session starts its rounds after whatever an earlier session of this job left in
@@ -89,7 +105,7 @@ client::Engine::Endpoint join(const Aggregator &a, const ClientOptions &o)
                                       "job " + std::to_string(a.job) + ": " + problem);
         if (o.join) {
             const auto joined = api.call_as<api::JoinReply>(
-                api::Join{a.job, o.rank, o.local_address, e.group_port});
+                api::Join{a.job, o.rank, o.local_address, e.member_port});
             e.port = joined.aggregator_port;
             e.key = joined.key;
         } else {
@@ -115,6 +131,10 @@ Client::Client(const ClientOptions &options)
 {
     if (options.aggregators.empty())
         throw ClientError(ClientError::Kind::invalid, "no aggregator given");
+    if (options.local_ranks == 0 || options.local_rank >= options.local_ranks)
+        throw ClientError(ClientError::Kind::invalid,
+                          "local_rank " + std::to_string(options.local_rank) +
+                              " is not below local_ranks " + std::to_string(options.local_ranks));
     if (options.window == 0 || options.partition_chunks == 0)
         throw ClientError(ClientError::Kind::invalid, "window and partition_chunks must be > 0");
     if (options.autotune && (options.tune_calls == 0 || options.tune_trials == 0))

@@ -33,52 +33,76 @@ constexpr size_t kRxBytes = 64 * 1024;  // a GRO batch of results
     throw std::system_error(errno, std::generic_category(), what);
 }
 
-}  // namespace
-
-DatagramSocket::DatagramSocket(in_addr local, uint16_t port, const std::vector<in_addr> &groups,
-                               bool gso, bool kernel_timestamps)
-    : gso_(gso), kernel_timestamps_(kernel_timestamps), rx_(kRxSlots * kRxBytes)
+// A UDP socket set up for results and contributions, bound to `port` on every address, joined
+// to `groups` on the interface that has `local` (none: it sends and receives unicast only).
+int open_socket(in_addr local, uint16_t port, const std::vector<in_addr> &groups,
+                bool kernel_timestamps)
 {
-    fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd_ < 0)
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
         fail("socket");
     int one = 1, buffer = 16 << 20;
-    setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    // Ranks of one host all bind the group port, each to receive its copy of every result.
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     // Results arrive in bursts of a window; the default buffers drop some of them.
-    setsockopt(fd_, SOL_SOCKET, SO_RCVBUFFORCE, &buffer, sizeof(buffer)) == 0 ||
-        setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &buffer, sizeof(buffer));
-    setsockopt(fd_, SOL_SOCKET, SO_SNDBUFFORCE, &buffer, sizeof(buffer)) == 0 ||
-        setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &buffer, sizeof(buffer));
-    setsockopt(fd_, IPPROTO_UDP, UDP_GRO, &one, sizeof(one));  // best effort
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buffer, sizeof(buffer)) == 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buffer, sizeof(buffer));
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &buffer, sizeof(buffer)) == 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buffer, sizeof(buffer));
+    setsockopt(fd, IPPROTO_UDP, UDP_GRO, &one, sizeof(one));  // best effort
     // Never fragment: the fast path sees frames, not reassembled datagrams.
     int pmtu = IP_PMTUDISC_DO;
-    setsockopt(fd_, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
+    setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));
     // ECN-capable transport (ECT(0)) on every contribution; each result's TOS and the kernel's
     // receive time with it. Best effort: without them the controller has loss alone.
     int tos = XAGG_ECN_ECT0;
-    setsockopt(fd_, IPPROTO_IP, IP_TOS, &tos, sizeof(tos));
-    setsockopt(fd_, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one));
+    setsockopt(fd, IPPROTO_IP, IP_TOS, &tos, sizeof(tos));
+    setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof(one));
     if (kernel_timestamps)
-        setsockopt(fd_, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one));
+        setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one));
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(port);
     addr.sin_addr.s_addr = htonl(INADDR_ANY);
-    if (bind(fd_, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) != 0) {
-        close(fd_);
+    if (bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) != 0) {
+        const int err = errno;
+        close(fd);
+        errno = err;
         fail("binding UDP port " + std::to_string(port));
     }
     for (in_addr group : groups) {
         ip_mreq mreq{};
         mreq.imr_multiaddr = group;
         mreq.imr_interface = local;
-        if (setsockopt(fd_, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mreq, sizeof(mreq)) != 0 &&
+        if (setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mreq, sizeof(mreq)) != 0 &&
             errno != EADDRINUSE) {  // several jobs may share a group
+            const int err = errno;
             char a[INET_ADDRSTRLEN];
             inet_ntop(AF_INET, &group, a, sizeof(a));
-            close(fd_);
+            close(fd);
+            errno = err;
             fail(std::string("joining multicast group ") + a);
         }
+    }
+    return fd;
+}
+
+}  // namespace
+
+DatagramSocket::DatagramSocket(in_addr local, uint16_t port, uint16_t group_port,
+                               const std::vector<in_addr> &groups, bool gso, bool kernel_timestamps)
+    : gso_(gso), kernel_timestamps_(kernel_timestamps), rx_(kRxSlots * kRxBytes)
+{
+    if (port == group_port) {
+        fd_ = open_socket(local, port, groups, kernel_timestamps);
+        return;
+    }
+    fd_ = open_socket(local, port, {}, kernel_timestamps);
+    try {
+        group_fd_ = open_socket(local, group_port, groups, kernel_timestamps);
+    } catch (...) {
+        close(fd_);
+        throw;
     }
 }
 
@@ -86,6 +110,8 @@ DatagramSocket::~DatagramSocket()
 {
     if (fd_ >= 0)
         close(fd_);
+    if (group_fd_ >= 0)
+        close(group_fd_);
 }
 
 size_t DatagramSocket::send(const sockaddr_in &to, const uint8_t *data, size_t size, size_t count)
@@ -169,8 +195,13 @@ int64_t clock_ns(clockid_t clock)
 
 }  // namespace
 
-size_t DatagramSocket::receive(
-    const std::function<void(const Arrival &, std::span<const uint8_t>)> &on_datagram)
+size_t DatagramSocket::receive(const DatagramFn &on_datagram)
+{
+    return receive_from(fd_, on_datagram) +
+           (group_fd_ >= 0 ? receive_from(group_fd_, on_datagram) : 0);
+}
+
+size_t DatagramSocket::receive_from(int fd, const DatagramFn &on_datagram)
 {
     mmsghdr msgs[kRxSlots];
     iovec iov[kRxSlots];
@@ -187,7 +218,7 @@ size_t DatagramSocket::receive(
         msgs[i].msg_hdr.msg_control = control[i];
         msgs[i].msg_hdr.msg_controllen = sizeof(control[i]);
     }
-    int got = recvmmsg(fd_, msgs, kRxSlots, MSG_DONTWAIT, nullptr);
+    int got = recvmmsg(fd, msgs, kRxSlots, MSG_DONTWAIT, nullptr);
     if (got <= 0)
         return 0;
     // The kernel stamps with CLOCK_REALTIME; the engine keeps time on CLOCK_MONOTONIC. Both read

@@ -65,8 +65,9 @@ Engine::Engine(const ClientOptions &options, std::vector<Endpoint> endpoints, in
     const bool delay_signal =
         options.congestion_control &&
         options.delay_target.value_or(default_delay_target(block_)).count() > 0;
-    socket_ = std::make_unique<DatagramSocket>(local, endpoints.front().group_port, groups,
-                                               options.gso, delay_signal);
+    socket_ = std::make_unique<DatagramSocket>(local, endpoints.front().member_port,
+                                               endpoints.front().group_port, groups, options.gso,
+                                               delay_signal);
     set_tuning(options_.window, options_.partition_chunks);
     tx_.resize(size_t{kMaxPartition} * datagram_bytes_);
     wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -611,10 +612,13 @@ void Engine::run()
             bool backlog = false;
             for (auto &ch : channels_)
                 backlog |= !ch->ready.empty() && ch->in_flight.size() < credit(*ch);
-            pollfd fds[2] = {{socket_->fd(), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+            // The group socket's fd is -1 (ignored by poll) when the rank's own receives all.
+            pollfd fds[3] = {{socket_->fd(), POLLIN, 0},
+                             {wake_fd_, POLLIN, 0},
+                             {socket_->group_fd(), POLLIN, 0}};
             if (backlog)
                 fds[0].events |= POLLOUT;
-            poll(fds, 2, wait_ms);
+            poll(fds, 3, wait_ms);
             if (fds[1].revents & POLLIN) {
                 uint64_t v;
                 (void)!read(wake_fd_, &v, sizeof(v));

@@ -134,6 +134,7 @@ public:
         uint32_t job = 0, chunks = 0, workers = 0;
         in_addr aggregator{}, group{};
         uint16_t port = 0, group_port = 0;
+        uint16_t member_port = 0;  // this rank's: it sends from it (ClientOptions::port)
         double weight = 1;
         uint32_t first_round = 0;  // of every chunk, newer than any an earlier session left
         uint64_t key = 0;          // the job key the aggregator handed out at join

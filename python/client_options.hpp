@@ -59,14 +59,15 @@ inline auto client_option_args()
 {
     namespace py = pybind11;
     const ClientOptions d;
-    return std::make_tuple(py::arg("join") = d.join, py::arg("window") = d.window,
-                           py::arg("partition_chunks") = d.partition_chunks,
-                           py::arg("timeout_ms") = static_cast<unsigned>(d.timeout.count()),
-                           py::arg("max_retries") = d.max_retries, py::arg("autotune") = d.autotune,
-                           py::arg("tune_calls") = d.tune_calls,
-                           py::arg("tune_trials") = d.tune_trials,
-                           py::arg("congestion_control") = d.congestion_control,
-                           py::arg("delay_target_us") = py::none());
+    return std::make_tuple(
+        py::arg("join") = d.join, py::arg("window") = d.window,
+        py::arg("partition_chunks") = d.partition_chunks,
+        py::arg("timeout_ms") = static_cast<unsigned>(d.timeout.count()),
+        py::arg("max_retries") = d.max_retries, py::arg("autotune") = d.autotune,
+        py::arg("tune_calls") = d.tune_calls, py::arg("tune_trials") = d.tune_trials,
+        py::arg("congestion_control") = d.congestion_control,
+        py::arg("delay_target_us") = py::none(), py::arg("local_rank") = d.local_rank,
+        py::arg("local_ranks") = d.local_ranks, py::arg("port") = d.port);
 }
 
 // ClientOptions from the keyword arguments of client_option_args() and what precedes them.
@@ -75,7 +76,8 @@ inline ClientOptions client_options(const std::vector<pybind11::dict> &aggregato
                                     unsigned partition_chunks, unsigned timeout_ms,
                                     unsigned max_retries, bool autotune, unsigned tune_calls,
                                     unsigned tune_trials, bool congestion_control,
-                                    std::optional<unsigned> delay_target_us)
+                                    std::optional<unsigned> delay_target_us, uint32_t local_rank,
+                                    uint32_t local_ranks, uint16_t port)
 {
     ClientOptions o;
     for (const pybind11::dict &d : aggregators)
@@ -93,6 +95,9 @@ inline ClientOptions client_options(const std::vector<pybind11::dict> &aggregato
     o.congestion_control = congestion_control;
     if (delay_target_us)
         o.delay_target = std::chrono::microseconds(*delay_target_us);
+    o.local_rank = local_rank;
+    o.local_ranks = local_ranks;
+    o.port = port;
     return o;
 }
 

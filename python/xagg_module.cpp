@@ -152,11 +152,12 @@ PYBIND11_MODULE(_xagg, m)
                             const std::string &local_address, bool join, unsigned window,
                             unsigned partition_chunks, unsigned timeout_ms, unsigned max_retries,
                             bool autotune, unsigned tune_calls, unsigned tune_trials,
-                            bool congestion_control, std::optional<unsigned> delay_target_us) {
+                            bool congestion_control, std::optional<unsigned> delay_target_us,
+                            uint32_t local_rank, uint32_t local_ranks, uint16_t port) {
                     const xagg::ClientOptions o = xagg::python::client_options(
                         aggregators, rank, local_address, join, window, partition_chunks,
                         timeout_ms, max_retries, autotune, tune_calls, tune_trials,
-                        congestion_control, delay_target_us);
+                        congestion_control, delay_target_us, local_rank, local_ranks, port);
                     py::gil_scoped_release unlocked;
                     return std::make_unique<xagg::Client>(o);
                 }),

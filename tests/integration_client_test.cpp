@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -192,6 +193,104 @@ TEST_F(ClientIntegration, EveryWorkerGetsTheBitExactSumForManyRounds)
     json stats = control(socket_, {{"op", "stats"}});
     EXPECT_EQ(stats["counters"]["drop_bad_exponent"], 0) << stats;
     EXPECT_EQ(stats["counters"]["drop_not_member"], 0) << stats;
+}
+
+// A GPU server runs a rank a GPU: here two hosts of four ranks each, every rank with a port of
+// its own (the group port + 1 + its local rank), the results reaching all four on each host:
+// by multicast (each rank's group socket gets its copy) and by unicast fan-out (each its own).
+TEST_F(ClientIntegration, FourRanksOnEachOfTwoHostsGetTheBitExactSumOnTheirOwnPorts)
+{
+    constexpr unsigned kHosts = 2, kPerHost = 4, kRanks = kHosts * kPerHost, kIterations = 8;
+    constexpr uint64_t kElems = 50003;
+    Topology topo("r", kHosts);
+    auto daemon = start_daemon(write_config(topo), "xaggd.log");
+    for (const auto &[job, extra] :
+         std::vector<std::pair<uint32_t, json>>{{9, json::object()}, {10, {{"fanout", true}}}}) {
+        SCOPED_TRACE(extra.dump());
+        create_job(job, kRanks, 512, extra);
+        std::vector<std::unique_ptr<Process>> procs;
+        for (unsigned rank = 0; rank < kRanks; rank++) {
+            const unsigned host = rank / kPerHost;
+            procs.push_back(std::make_unique<Process>(
+                std::vector<std::string>{XAGG_BINARY_DIR "/tools/xagg-worker",
+                                         "--netns",
+                                         topo.worker(host),
+                                         "--rank",
+                                         std::to_string(rank),
+                                         "--local",
+                                         worker_addr(host),
+                                         "--local-rank",
+                                         std::to_string(rank % kPerHost),
+                                         "--local-ranks",
+                                         std::to_string(kPerHost),
+                                         "--aggregator",
+                                         here(job),
+                                         "--elems",
+                                         std::to_string(kElems),
+                                         "--iterations",
+                                         std::to_string(kIterations),
+                                         "--verify",
+                                         "--seed",
+                                         "5",
+                                         "--json"},
+                dir_ + "/worker-r" + std::to_string(job) + "-" + std::to_string(rank)));
+        }
+        expect_all_verified(procs, kElems * kIterations);
+        // The daemon knew each rank by its address and its own port.
+        const json shown = control(socket_, {{"op", "show_job"}, {"job", job}});
+        const uint16_t group_port = shown["job"]["group_port"];
+        std::set<std::pair<std::string, uint16_t>> members;
+        for (const json &m : shown["job"]["members"]) {
+            const unsigned rank = m["rank"];
+            EXPECT_EQ(m["addr"], worker_addr(rank / kPerHost)) << m;
+            EXPECT_EQ(m["port"], group_port + 1 + rank % kPerHost) << m;
+            members.emplace(m["addr"], m["port"]);
+        }
+        EXPECT_EQ(members.size(), kRanks);
+    }
+    json stats = control(socket_, {{"op", "stats"}});
+    EXPECT_EQ(stats["counters"]["drop_not_member"], 0) << stats;
+}
+
+// Small clusters run the aggregator on a training server. Its rank's contributions come over
+// loopback, which XDP never sees: at its join the job moves to the host path whole (its region
+// by the usual steps) and stays there, and every rank gets the exact sum.
+TEST_F(ClientIntegration, ARankOnTheAggregatorsHostJoinsAJobServedByTheHostPathAndSumsStayExact)
+{
+    constexpr unsigned kRemote = 2, kIterations = 6;
+    constexpr uint64_t kElems = 60001;
+    Topology topo("h", kRemote);
+    auto daemon = start_daemon(write_config(topo), "xaggd.log");
+    create_job(11, kRemote + 1, 512);
+    json before = control(socket_, {{"op", "show_job"}, {"job", 11}})["job"];
+    ASSERT_GT(before["fast_path_chunks"], 0) << before;  // so the join moves a region
+    const std::vector<std::string> args = {"--elems",
+                                           std::to_string(kElems),
+                                           "--iterations",
+                                           std::to_string(kIterations),
+                                           "--verify",
+                                           "--seed",
+                                           "3"};
+    auto procs = workers(topo, kRemote, 11, args);
+    std::vector<std::string> local = {XAGG_BINARY_DIR "/tools/xagg-worker",
+                                      "--netns",
+                                      topo.agg(),
+                                      "--rank",
+                                      std::to_string(kRemote),
+                                      "--local",
+                                      kAggAddr,
+                                      "--aggregator",
+                                      here(11),
+                                      "--json"};
+    local.insert(local.end(), args.begin(), args.end());
+    procs.push_back(std::make_unique<Process>(local, dir_ + "/worker-local"));
+    expect_all_verified(procs, kElems * kIterations);
+    json after = control(socket_, {{"op", "show_job"}, {"job", 11}})["job"];
+    EXPECT_EQ(after["host_path"], true) << after;
+    EXPECT_EQ(after["fast_path_chunks"], 0) << after;
+    json stats = control(socket_, {{"op", "stats"}});
+    EXPECT_EQ(stats["counters"]["drop_not_member"], 0) << stats;
+    EXPECT_GT(stats["chunks_completed"]["host"], 0) << stats;
 }
 
 TEST_F(ClientIntegration, TuningWorkersAllChooseTheSameSettingAndEveryResultStaysExact)

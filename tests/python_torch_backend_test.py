@@ -11,7 +11,9 @@ environment variables (no job given: rank 0 creates it and hands its id through 
   delegated:  broadcast, all_gather, barrier, a MAX all_reduce and a float64 all_reduce go to
               the backend's gloo group: right results, counted by kind, logged once per kind;
   GPU:        a CUDA tensor summed through pinned host memory (skipped, saying so, without one);
-  lifetime:   the job rank 0 created is gone once the process groups are destroyed.
+  lifetime:   the job rank 0 created is gone once the process groups are destroyed;
+  one host:   the same with both workers in one namespace, as torchrun starts ranks of one
+              host (LOCAL_RANK, LOCAL_WORLD_SIZE): each sends from a port of its own.
 
 Then a real model: examples/train_resnet18.py, torchvision's resnet18 (11.2M parameters) with
 DDP on 4 workers for STEPS steps, three ways from the same seed and data: gloo,
@@ -237,6 +239,14 @@ def main():
             assert sum("all_reduce of dtype Double" in line for line in lines) == 1, lines
         jobs = json.loads(bed.ctl("job", "list", "--json").stdout)
         assert jobs["jobs"] == [], f"the run's job outlived it: {jobs}"
+        # The same, both ranks on one host as torchrun starts them (LOCAL_RANK,
+        # LOCAL_WORLD_SIZE): each sends from a port of its own, so the daemon takes both.
+        same_host = dict(env, MASTER="tcp://10.77.0.1:29563", LOCAL_WORLD_SIZE=str(WORKERS))
+        procs = [bed.spawn(r, ["/usr/bin/python3", __file__, "--worker", str(r)],
+                           dict(same_host, LOCAL_RANK=str(r)), host=0)
+                 for r in range(WORKERS)]
+        for out, _ in bed.finish(procs, "backend worker on a shared host", timeout=240):
+            print("one host:", out.strip().splitlines()[-1])
         # A failed all_reduce raises, never returns an unsummed tensor as if summed.
         lonely_env = dict(env, MASTER="tcp://10.77.0.1:29562", XAGG_MAX_RETRIES="5",
                           XAGG_TIMEOUT_MS="10")

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "daemon/jobs/progress.hpp"
+#include "lib/sys/mtu.hpp"
 #include "xagg/job_rules.hpp"
 #include "xagg/release.h"
 
@@ -333,6 +334,31 @@ json ControlApi::delete_job(const json &j, const Tenant *)
     return json::object();
 }
 
+// An address of this node (its network namespace), or loopback: a rank there sends over
+// loopback, where XDP never sees its contributions.
+bool ControlApi::on_this_host(in_addr addr)
+{
+    return (ntohl(addr.s_addr) >> 24) == 127 || sys::interface_with_address(addr).has_value();
+}
+
+// A rank on this node's own host: its contributions reach only the host path, so the fast path
+// must not hold any of the job's chunks (each would wait for that rank forever, and the host
+// path drops a chunk the fast path serves). The job's region moves to the host path by the
+// usual steps, which keep every sum in flight, and the job stays there: exact, and as fast as
+// the host path (docs/XAGGD.md, "A rank on the aggregator's host").
+void ControlApi::serve_on_host_only(uint32_t id, uint32_t rank, const std::string &addr)
+{
+    if (const Job &job = *jobs_.find(id); job.region_positions)
+        datapath_.shrink_fast(job, 0);
+    jobs_.serve_on_host_only(id);
+    datapath_.put_job(*jobs_.find(id));
+    spdlog::warn(
+        "job {}: rank {} joined from {}, an address of this node: its contributions come over "
+        "loopback, which XDP never sees, so the host path serves the whole job from now on",
+        id, rank, addr);
+    rebalance();  // the memory it held goes to the others
+}
+
 json ControlApi::join(const json &j, const Tenant *)
 {
     const auto r = j.get<api::Join>();
@@ -348,6 +374,8 @@ json ControlApi::join(const json &j, const Tenant *)
         jobs_.leave(id, rank);
         throw;
     }
+    if (!jobs_.find(id)->host_path && on_this_host(addr))
+        serve_on_host_only(id, rank, r.addr);
     if (jobs_.find(id)->member_bitmap() != members_before) {  // an evicted rank came back
         datapath_.put_job(*jobs_.find(id));
         if (stragglers_)

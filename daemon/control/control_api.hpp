@@ -96,6 +96,8 @@ private:
     // Refuses (forbidden) what a tenant's token may not do: an op that is not about one of its
     // own jobs, or a job id outside its range.
     void authorize(const std::string &op, const nlohmann::json &r, const Tenant &tenant) const;
+    static bool on_this_host(in_addr addr);
+    void serve_on_host_only(uint32_t id, uint32_t rank, const std::string &addr);
     // The lowest free job id in the tenant's range (its create_job without an id).
     uint32_t free_id_of(const Tenant &tenant) const;
     // Evicts in the table, the datapath and the straggler watch; throws if refused.

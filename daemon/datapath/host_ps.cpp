@@ -42,7 +42,9 @@ int bind_socket(uint16_t port, unsigned ifindex)
     ip_mreqn mif{};
     mif.imr_ifindex = static_cast<int>(ifindex);
     setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &mif, sizeof(mif));
-    unsigned char loop = 0;
+    // A rank on this node's own host gets its results by the loopback copy of each multicast
+    // result (ControlApi::serve_on_host_only); with none, the copy finds no socket and is freed.
+    unsigned char loop = 1;
     setsockopt(fd, IPPROTO_IP, IP_MULTICAST_LOOP, &loop, sizeof(loop));
     // Each datagram's local address, for its replies to leave from (Reply::source).
     setsockopt(fd, IPPROTO_IP, IP_PKTINFO, &one, sizeof(one));

@@ -141,6 +141,14 @@ void JobTable::set_region(uint32_t id, Region region)
     job.region_positions = std::min(region.positions, job.positions) / job.parts() * job.parts();
 }
 
+void JobTable::serve_on_host_only(uint32_t id)
+{
+    Job &job = get(id);
+    job.host_path = true;
+    job.region_base = 0;
+    job.region_positions = 0;
+}
+
 const Job &JobTable::create(const api::CreateJob &request, uint32_t default_chunk_elems)
 {
     // What the request left out: the job rules' defaults, and the node's chunk size.

@@ -99,6 +99,9 @@ public:
     std::map<uint32_t, Region> layout(const std::map<uint32_t, uint64_t> &rounds_done = {}) const;
     sched::Policy policy() const { return policy_; }
     void set_region(uint32_t id, Region region);
+    // From now on the job is served by the host path alone, as if created with host_path: no
+    // fast-path memory, none asked for. The caller has moved its region out first.
+    void serve_on_host_only(uint32_t id);
 
     const Job *find(uint32_t id) const;
     const std::map<uint32_t, Job> &jobs() const { return jobs_; }

@@ -51,6 +51,14 @@ struct ClientOptions {
     std::vector<Aggregator> aggregators;
     uint32_t rank = 0;
     std::string local_address;  // IPv4 this worker sends from; results come back to it
+    // Several ranks on one address (a GPU server runs one a GPU): the daemon knows a rank by
+    // its address and UDP port, so each needs a port of its own. With `local_ranks` > 1 and no
+    // `port`, a rank sends from the job's group port + 1 + `local_rank` (torchrun's LOCAL_RANK
+    // and LOCAL_WORLD_SIZE); `port` sets it outright. Default: one rank on the address, which
+    // sends from the group port itself (docs/PROTOCOL.md, "Members").
+    uint32_t local_rank = 0;
+    uint32_t local_ranks = 1;
+    uint16_t port = 0;
     // Register the rank (address and port) with each daemon when starting and leave when done.
     // Off when an operator registered it (xaggctl worker join).
     bool join = true;

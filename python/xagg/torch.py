@@ -166,6 +166,9 @@ def backend_settings(environ=None):
     XAGG_CONTROL_HOST     HOST:PORT of its TCP control API, with XAGG_TOKEN, XAGG_TLS_CA,
                           XAGG_TLS_CERT, XAGG_TLS_KEY, XAGG_TLS_PLAINTEXT=1
     XAGG_LOCAL_ADDRESS    this worker's IPv4 (default: the one routed towards the aggregator)
+    LOCAL_RANK, LOCAL_WORLD_SIZE   (set by torchrun) ranks sharing this host: each sends from a
+                          UDP port of its own, the job's group port + 1 + LOCAL_RANK
+    XAGG_PORT             this worker's UDP port outright (instead of the above)
     XAGG_WINDOW, XAGG_PARTITION_CHUNKS, XAGG_AUTOTUNE=0/1, XAGG_CONGESTION_CONTROL=0/1,
     XAGG_TIMEOUT_MS, XAGG_MAX_RETRIES   the client's options (docs/CLIENT.md)
 
@@ -191,7 +194,10 @@ def backend_settings(environ=None):
                            ("timeout_ms", "XAGG_TIMEOUT_MS", int),
                            ("max_retries", "XAGG_MAX_RETRIES", int),
                            ("autotune", "XAGG_AUTOTUNE", lambda v: v == "1"),
-                           ("congestion_control", "XAGG_CONGESTION_CONTROL", lambda v: v == "1")):
+                           ("congestion_control", "XAGG_CONGESTION_CONTROL", lambda v: v == "1"),
+                           ("local_rank", "LOCAL_RANK", int),
+                           ("local_ranks", "LOCAL_WORLD_SIZE", int),
+                           ("port", "XAGG_PORT", int)):
         if env.get(var):
             options[key] = kind(env[var])
     sizing = {"gradient_elems": int(env.get("XAGG_JOB_ELEMS", 1 << 20)),

@@ -69,9 +69,11 @@ class Testbed:
         return subprocess.run([str(self.build / "tools" / "xaggctl"), "--socket", self.socket,
                                *args], check=check, text=True, capture_output=True)
 
-    def spawn(self, rank, argv, env):
-        """A process in worker `rank`'s namespace, its output captured."""
-        p = subprocess.Popen(["ip", "netns", "exec", f"{self.prefix}-w{rank}", *argv], env=env,
+    def spawn(self, rank, argv, env, host=None):
+        """A process in worker `rank`'s namespace (or worker `host`'s, for ranks sharing one),
+        its output captured."""
+        ns = f"{self.prefix}-w{rank if host is None else host}"
+        p = subprocess.Popen(["ip", "netns", "exec", ns, *argv], env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.procs.append(p)
         return p

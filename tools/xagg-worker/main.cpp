@@ -412,6 +412,17 @@ int main(int argc, char **argv)
     app.add_option("--rank", o.client.rank, "This worker's rank")->required();
     app.add_option("--local", o.client.local_address, "IPv4 address this worker sends from")
         ->required();
+    app.add_option("--port", o.client.port,
+                   "UDP port this rank sends from (default: the job's group port, or with "
+                   "--local-ranks the group port + 1 + --local-rank)")
+        ->check(CLI::Range(1, 65535));
+    app.add_option("--local-rank", o.client.local_rank,
+                   "This rank among those sharing its address (0 .. --local-ranks - 1)")
+        ->capture_default_str();
+    app.add_option("--local-ranks", o.client.local_ranks,
+                   "Ranks sharing this address, each with a port of its own")
+        ->check(CLI::Range(1u, 64u))
+        ->capture_default_str();
     app.add_option("--netns", o.netns, "Run inside this `ip netns` network namespace");
     app.add_flag("!--no-join", o.client.join, "The rank is registered already (xaggctl)");
     app.add_option("--elems", o.elems, "Values per tensor")->capture_default_str();
