@@ -11,6 +11,7 @@
 #include "lib/control/control_client.hpp"
 #include "xagg/api.hpp"
 #include "client/engine.hpp"
+#include "client/local_group.hpp"
 #include "lib/etcd/etcd_client.hpp"
 #include "xagg/cluster_keys.hpp"
 #include "xagg/cluster_records.hpp"
@@ -139,6 +140,33 @@ Client::Client(const ClientOptions &options)
         throw ClientError(ClientError::Kind::invalid, "window and partition_chunks must be > 0");
     if (options.autotune && (options.tune_calls == 0 || options.tune_trials == 0))
         throw ClientError(ClientError::Kind::invalid, "tune_calls and tune_trials must be > 0");
+    if (options.local_ranks == 0 || options.local_rank >= options.local_ranks)
+        throw ClientError(ClientError::Kind::invalid,
+                          "local_rank " + std::to_string(options.local_rank) +
+                              " is not below local_ranks " + std::to_string(options.local_ranks));
+    if (options.local_first &&
+        (options.local_ranks < 2 || options.rank % options.local_ranks != options.local_rank))
+        throw ClientError(ClientError::Kind::invalid,
+                          "local_first needs local_ranks above 1 and ranks numbered host by host "
+                          "(rank % local_ranks == local_rank; rank " +
+                              std::to_string(options.rank) + ", local rank " +
+                              std::to_string(options.local_rank) + " of " +
+                              std::to_string(options.local_ranks) + ")");
+    options_ = options;
+    const std::string group =
+        options.local_first
+            ? client::local_group_name(options.aggregators.front().address,
+                                       options.aggregators.front().job, options.local_address)
+            : std::string();
+    if (options.local_first && options.local_rank != 0) {
+        // Not the host's member: the leader does everything that faces the aggregator.
+        member_ = std::make_unique<client::LocalMember>(group, options.local_rank,
+                                                        std::chrono::seconds(120));
+        return;
+    }
+    ClientOptions as_member = options;
+    if (options.local_first)
+        as_member.rank = options.rank / options.local_ranks;  // the host's, in the job
     in_addr local = ipv4(options.local_address, "local address");
     // The socket never fragments (the fast path sees frames, not datagrams), so too small an MTU
     // would make every send fail and every all-reduce time out: better said once, up front.
@@ -147,7 +175,7 @@ Client::Client(const ClientOptions &options)
             throw ClientError(ClientError::Kind::invalid, problem);
     std::vector<client::Engine::Endpoint> endpoints;
     for (const Aggregator &a : options.aggregators) {
-        endpoints.push_back(join(a, options));
+        endpoints.push_back(join(a, as_member));
         if (endpoints.back().group_port != endpoints.front().group_port)
             throw ClientError(ClientError::Kind::invalid,
                               "the jobs' group ports differ; a worker receives on one port");
@@ -158,8 +186,7 @@ Client::Client(const ClientOptions &options)
                                   std::to_string(endpoints.back().chunk_elems) +
                                   " values); a tensor is cut into blocks of one size");
     }
-    options_ = options;
-    engine_ = std::make_unique<client::Engine>(options, endpoints, local);
+    engine_ = std::make_unique<client::Engine>(as_member, endpoints, local);
     if (options.autotune) {
         client::TuneSpace space;
         space.trials = options.tune_trials;
@@ -175,7 +202,7 @@ Client::Client(const ClientOptions &options)
     }
     // When the engine gives up, the daemon says why: evicted, job gone, or not answering.
     auto aggregators = options.aggregators;
-    const uint32_t rank = options.rank;
+    const uint32_t rank = as_member.rank;
     engine_->diagnose = [aggregators, rank](const std::string &what, uint32_t job,
                                             std::optional<uint32_t> round) {
         for (const Aggregator &a : aggregators) {
@@ -216,14 +243,43 @@ Client::Client(const ClientOptions &options)
                            what + " from job " + std::to_string(job) +
                                ": is the aggregator's data path reachable?");
     };
+    if (options.local_first)
+        leader_ = std::make_unique<client::LocalLeader>(
+            group, options.local_ranks,
+            client::LocalHello{engine_->workers(), static_cast<uint32_t>(engine_->chunk_elems())},
+            std::chrono::seconds(120));
 }
 
 Client::~Client() = default;
+
+AllReduce Client::submit(float *floats, int32_t *ints, size_t n, int priority)
+{
+    if (member_)
+        return AllReduce(member_->submit(floats, ints, n));
+    if (!leader_)
+        return AllReduce(engine_->submit(floats, ints, n, priority));
+    // The host's other ranks' k-th call with this one, in one contribution.
+    auto buffers = leader_->gather(floats ? client::LocalKind::floats : client::LocalKind::ints, n);
+    std::vector<float *> more_floats;
+    std::vector<int32_t *> more_ints;
+    for (auto &b : buffers) {
+        if (floats)
+            more_floats.push_back(reinterpret_cast<float *>(b.data()));
+        else
+            more_ints.push_back(b.data());
+    }
+    auto op =
+        engine_->submit(floats, ints, n, priority, std::move(more_floats), std::move(more_ints));
+    leader_->scatter(op, std::move(buffers));  // the buffers' memory stays where it is
+    return AllReduce(op);
+}
 
 // The rendezvous: nothing is sent before every rank of every job has joined, so that every
 // worker of the session read the same first round (see join()).
 void Client::rendezvous()
 {
+    if (member_)
+        return;  // the host's leader waits for the job's members
     std::call_once(rendezvous_, [this] {
         auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
         for (const Aggregator &a : options_.aggregators) {
@@ -256,14 +312,14 @@ AllReduce Client::allreduce_async(std::span<float> data, int priority)
 {
     rendezvous();
     tune_point();
-    return AllReduce(engine_->submit(data.data(), nullptr, data.size(), priority));
+    return submit(data.data(), nullptr, data.size(), priority);
 }
 
 AllReduce Client::allreduce_async(std::span<int32_t> data, int priority)
 {
     rendezvous();
     tune_point();
-    return AllReduce(engine_->submit(nullptr, data.data(), data.size(), priority));
+    return submit(nullptr, data.data(), data.size(), priority);
 }
 
 uint32_t create_job(const Aggregator &a, const JobRequest &request)
@@ -333,21 +389,25 @@ void Client::barrier()
 {
     rendezvous();  // like an all-reduce: nothing is sent before every rank has joined
     int32_t here = 1;
-    AllReduce(engine_->submit(nullptr, &here, 1, std::numeric_limits<int>::max())).wait();
+    submit(nullptr, &here, 1, std::numeric_limits<int>::max()).wait();
 }
 
 unsigned Client::workers() const
 {
-    return engine_->workers();
+    // With local-first reduction the job has a member a host: every rank is counted.
+    const unsigned members = member_ ? member_->hello().members : engine_->workers();
+    return options_.local_first ? members * options_.local_ranks : members;
 }
 
 size_t Client::chunk_elems() const
 {
-    return engine_->chunk_elems();
+    return member_ ? member_->hello().chunk_elems : engine_->chunk_elems();
 }
 
 Tuning Client::tuning() const
 {
+    if (member_)
+        return {};  // the host's leader tunes what it sends
     std::lock_guard g(tune_lock_);
     return tuning_locked();
 }

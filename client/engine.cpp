@@ -93,11 +93,15 @@ Engine::~Engine()
     close(wake_fd_);
 }
 
-std::shared_ptr<Op> Engine::submit(float *floats, int32_t *ints, size_t n, int priority)
+std::shared_ptr<Op> Engine::submit(float *floats, int32_t *ints, size_t n, int priority,
+                                   std::vector<float *> more_floats,
+                                   std::vector<int32_t *> more_ints)
 {
     auto op = std::make_shared<Op>();
     op->floats = floats;
     op->ints = ints;
+    op->more_floats = std::move(more_floats);
+    op->more_ints = std::move(more_ints);
     op->n = n;
     op->priority = priority;
     op->started = Clock::now();
@@ -126,8 +130,10 @@ std::shared_ptr<Op> Engine::submit(float *floats, int32_t *ints, size_t n, int p
             sub.scans.resize(sub.blocks);
             sub.scales.resize(sub.blocks);
             for (size_t b = 0; b < sub.blocks; b++) {
-                size_t at = (first + b) * block_;
-                sub.scans[b] = scan_block(floats + at, std::min(block_, n - at));
+                size_t at = (first + b) * block_, len = std::min(block_, n - at);
+                sub.scans[b] = scan_block(floats + at, len);
+                for (const float *more : op->more_floats)  // the host's: the largest of them
+                    sub.scans[b] = combine(sub.scans[b], scan_block(more + at, len));
             }
         }
         first = end;
@@ -240,9 +246,16 @@ size_t Engine::encode(const Use &u, bool retransmit, uint8_t *out) const
         size_t at = (sub.first_block + u.item) * block_, len = std::min(block_, op.n - at);
         if (op.floats) {
             quantize(op.floats + at, len, h.exponent, values, block_);
+            int32_t more[XAGG_MAX_CHUNK_ELEMS];
+            for (const float *m : op.more_floats) {
+                quantize(m + at, len, h.exponent, more, block_);
+                add_wrapping(values, more, len);
+            }
         } else {
             std::memcpy(values, op.ints + at, len * sizeof(int32_t));
             std::fill(values + len, values + block_, 0);
+            for (const int32_t *m : op.more_ints)
+                add_wrapping(values, m + at, len);
         }
     }
     return header + block_ * sizeof(int32_t);
@@ -384,7 +397,10 @@ void Engine::on_result(Use &u, const wire::Header &h, const DatagramSocket::Arri
         size_t first = size_t{u.item} * blocks_per_exponent_chunk_;
         size_t last = std::min(sub.blocks, first + blocks_per_exponent_chunk_);
         for (size_t b = first; b < last; b++) {
-            sub.scales[b] = decode_scale(sums + (b - first) * kExponentGroups, ch.workers);
+            // Fraction bits for every rank summed: each member's contribution is the integer sum
+            // of its host's op.ranks() tensors.
+            sub.scales[b] =
+                decode_scale(sums + (b - first) * kExponentGroups, ch.workers * op.ranks());
             Use &values = sub.uses[sub.exponent_chunks + b];
             values.scale_known = true;
             make_ready(values);
@@ -394,13 +410,17 @@ void Engine::on_result(Use &u, const wire::Header &h, const DatagramSocket::Arri
         if (op.floats) {
             dequantize(sums, len, sub.scales[u.item], op.floats + at);
             op.report.nonfinite_blocks += sub.scales[u.item].nonfinite;
+            for (float *m : op.more_floats)
+                std::memcpy(m + at, op.floats + at, len * sizeof(float));
         } else {
             std::memcpy(op.ints + at, sums, len * sizeof(int32_t));
+            for (int32_t *m : op.more_ints)
+                std::memcpy(m + at, sums, len * sizeof(int32_t));
         }
     }
     op.report.fallback_chunks += (h.flags & XAGG_F_FALLBACK) != 0;
     op.report.partial_chunks += (h.contrib & full) != full;
-    auto summed = static_cast<unsigned>(std::popcount(h.contrib));
+    auto summed = static_cast<unsigned>(std::popcount(h.contrib)) * op.ranks();
     op.report.contributors =
         op.report.contributors ? std::min(op.report.contributors, summed) : summed;
     // The congestion the network marked on this chunk's way: the share of its contributions

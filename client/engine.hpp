@@ -78,6 +78,15 @@ struct Op : std::enable_shared_from_this<Op> {
     float *floats = nullptr;
     int32_t *ints = nullptr;
     size_t n = 0;
+    // Local-first reduction (local_group.hpp): the other ranks of this host, whose tensors of the
+    // same n values this leader contributes with its own. Each is quantized with the agreed scale
+    // and summed in integers, as the aggregator sums, and each receives the result.
+    std::vector<float *> more_floats;
+    std::vector<int32_t *> more_ints;
+    unsigned ranks() const
+    {
+        return 1 + static_cast<unsigned>(more_floats.size() + more_ints.size());
+    }
     std::vector<SubOp> subs;
     uint64_t open_uses = 0;
     AllReduceReport report;
@@ -143,7 +152,11 @@ public:
     Engine(const ClientOptions &options, std::vector<Endpoint> endpoints, in_addr local);
     ~Engine();
 
-    std::shared_ptr<Op> submit(float *floats, int32_t *ints, size_t n, int priority);
+    // `more_floats`/`more_ints`: tensors of other ranks of this host to contribute with this one
+    // (local-first reduction), each of n values; each gets the result too.
+    std::shared_ptr<Op> submit(float *floats, int32_t *ints, size_t n, int priority,
+                               std::vector<float *> more_floats = {},
+                               std::vector<int32_t *> more_ints = {});
     unsigned workers() const { return channels_.front()->workers; }
     size_t chunk_elems() const { return block_; }
 

@@ -90,7 +90,24 @@ double error_bound(int8_t exponent, unsigned workers, double exact)
     return rounding + std::ldexp(std::fabs(exact) + rounding, -24) + std::ldexp(1.0, -150);
 }
 
-Expected expected_allreduce(const std::vector<std::span<const float>> &inputs, size_t chunk_elems)
+BlockScan combine(const BlockScan &a, const BlockScan &b)
+{
+    BlockScan c;
+    c.any = a.any || b.any;
+    c.exponent = !a.any ? b.exponent : !b.any ? a.exponent : std::max(a.exponent, b.exponent);
+    c.nonfinite = a.nonfinite || b.nonfinite;
+    return c;
+}
+
+void add_wrapping(int32_t *sum, const int32_t *more, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        sum[i] =
+            static_cast<int32_t>(static_cast<uint32_t>(sum[i]) + static_cast<uint32_t>(more[i]));
+}
+
+Expected expected_allreduce(const std::vector<std::span<const float>> &inputs, size_t chunk_elems,
+                            unsigned local_ranks)
 {
     const size_t block = chunk_elems;
     const auto workers = static_cast<unsigned>(inputs.size());
@@ -99,20 +116,20 @@ Expected expected_allreduce(const std::vector<std::span<const float>> &inputs, s
     for (size_t b = 0; b < blocks; b++) {
         const size_t at = b * block, len = std::min(block, n - at);
         int32_t groups[kExponentGroups] = {};
-        for (const auto &in : inputs) {
+        for (size_t host = 0; host < inputs.size(); host += local_ranks) {
+            // A member's scan: its host's largest, with local-first reduction.
+            BlockScan scan;
+            for (size_t i = host; i < std::min(inputs.size(), host + local_ranks); i++)
+                scan = combine(scan, scan_block(inputs[i].data() + at, len));
             int32_t mine[kExponentGroups] = {};
-            encode_scan(scan_block(in.data() + at, len), mine);
-            for (int g = 0; g < kExponentGroups; g++)  // the aggregator's wrapping add
-                groups[g] = static_cast<int32_t>(static_cast<uint32_t>(groups[g]) +
-                                                 static_cast<uint32_t>(mine[g]));
+            encode_scan(scan, mine);
+            add_wrapping(groups, mine, kExponentGroups);  // the aggregator's add
         }
         BlockScale scale = decode_scale(groups, workers);
         int32_t sum[XAGG_MAX_CHUNK_ELEMS] = {}, q[XAGG_MAX_CHUNK_ELEMS];
         for (const auto &in : inputs) {
             quantize(in.data() + at, len, scale.exponent, q, block);
-            for (size_t i = 0; i < block; i++)
-                sum[i] = static_cast<int32_t>(static_cast<uint32_t>(sum[i]) +
-                                              static_cast<uint32_t>(q[i]));
+            add_wrapping(sum, q, block);
         }
         dequantize(sum, len, scale, out.values.data() + at);
         out.scales[b] = scale;

@@ -61,6 +61,10 @@ struct BlockScale {
 
 // Scans n values (at most a chunk).
 BlockScan scan_block(const float *values, size_t n);
+// The scan of two blocks taken together (local-first reduction: a host's ranks').
+BlockScan combine(const BlockScan &a, const BlockScan &b);
+// sum[i] += more[i], wrapping as the aggregator's int32 adds do.
+void add_wrapping(int32_t *sum, const int32_t *more, size_t n);
 // Adds the block's bits into its kExponentGroups slots of an exponent chunk (zeroed before).
 void encode_scan(const BlockScan &scan, int32_t *groups);
 // The agreed scale from the summed slots of a job of `workers` workers.
@@ -84,8 +88,10 @@ struct Expected {
     std::vector<float> values;
     std::vector<BlockScale> scales;  // per block (chunk) of values
 };
-// `chunk_elems`: the job's chunk size, which is the block size.
+// `chunk_elems`: the job's chunk size, which is the block size. `local_ranks`: with local-first
+// reduction, each run of that many consecutive inputs is one host's, contributed by one member
+// (the host's scan is the largest of its ranks'); 1: every input is a member's.
 Expected expected_allreduce(const std::vector<std::span<const float>> &inputs,
-                            size_t chunk_elems = XAGG_CHUNK_ELEMS);
+                            size_t chunk_elems = XAGG_CHUNK_ELEMS, unsigned local_ranks = 1);
 
 }  // namespace xagg::client

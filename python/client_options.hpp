@@ -67,7 +67,8 @@ inline auto client_option_args()
         py::arg("tune_calls") = d.tune_calls, py::arg("tune_trials") = d.tune_trials,
         py::arg("congestion_control") = d.congestion_control,
         py::arg("delay_target_us") = py::none(), py::arg("local_rank") = d.local_rank,
-        py::arg("local_ranks") = d.local_ranks, py::arg("port") = d.port);
+        py::arg("local_ranks") = d.local_ranks, py::arg("port") = d.port,
+        py::arg("local_first") = d.local_first);
 }
 
 // ClientOptions from the keyword arguments of client_option_args() and what precedes them.
@@ -77,7 +78,7 @@ inline ClientOptions client_options(const std::vector<pybind11::dict> &aggregato
                                     unsigned max_retries, bool autotune, unsigned tune_calls,
                                     unsigned tune_trials, bool congestion_control,
                                     std::optional<unsigned> delay_target_us, uint32_t local_rank,
-                                    uint32_t local_ranks, uint16_t port)
+                                    uint32_t local_ranks, uint16_t port, bool local_first)
 {
     ClientOptions o;
     for (const pybind11::dict &d : aggregators)
@@ -98,6 +99,7 @@ inline ClientOptions client_options(const std::vector<pybind11::dict> &aggregato
     o.local_rank = local_rank;
     o.local_ranks = local_ranks;
     o.port = port;
+    o.local_first = local_first;
     return o;
 }
 

@@ -147,21 +147,23 @@ PYBIND11_MODULE(_xagg, m)
     py::class_<xagg::Client> client(m, "Client");
     std::apply(
         [&client](auto &&...options) {
-            client.def(
-                py::init([](const std::vector<py::dict> &aggregators, uint32_t rank,
-                            const std::string &local_address, bool join, unsigned window,
-                            unsigned partition_chunks, unsigned timeout_ms, unsigned max_retries,
-                            bool autotune, unsigned tune_calls, unsigned tune_trials,
-                            bool congestion_control, std::optional<unsigned> delay_target_us,
-                            uint32_t local_rank, uint32_t local_ranks, uint16_t port) {
-                    const xagg::ClientOptions o = xagg::python::client_options(
-                        aggregators, rank, local_address, join, window, partition_chunks,
-                        timeout_ms, max_retries, autotune, tune_calls, tune_trials,
-                        congestion_control, delay_target_us, local_rank, local_ranks, port);
-                    py::gil_scoped_release unlocked;
-                    return std::make_unique<xagg::Client>(o);
-                }),
-                py::arg("aggregators"), py::arg("rank"), py::arg("local_address"), options...);
+            client.def(py::init([](const std::vector<py::dict> &aggregators, uint32_t rank,
+                                   const std::string &local_address, bool join, unsigned window,
+                                   unsigned partition_chunks, unsigned timeout_ms,
+                                   unsigned max_retries, bool autotune, unsigned tune_calls,
+                                   unsigned tune_trials, bool congestion_control,
+                                   std::optional<unsigned> delay_target_us, uint32_t local_rank,
+                                   uint32_t local_ranks, uint16_t port, bool local_first) {
+                           const xagg::ClientOptions o = xagg::python::client_options(
+                               aggregators, rank, local_address, join, window, partition_chunks,
+                               timeout_ms, max_retries, autotune, tune_calls, tune_trials,
+                               congestion_control, delay_target_us, local_rank, local_ranks, port,
+                               local_first);
+                           py::gil_scoped_release unlocked;
+                           return std::make_unique<xagg::Client>(o);
+                       }),
+                       py::arg("aggregators"), py::arg("rank"), py::arg("local_address"),
+                       options...);
         },
         xagg::python::client_option_args());
     client.def_property_readonly("workers", &xagg::Client::workers)

@@ -121,6 +121,51 @@ INSTANTIATE_TEST_SUITE_P(Inputs, BoundTest,
                                     std::to_string(std::get<1>(param_info.param)) + "workers";
                          });
 
+// Local-first reduction: each host's ranks are one member (its scan the largest of its ranks'),
+// every rank's values quantized with the agreed scale and summed in integers. The same bound
+// holds with W = every rank, on every kind of input above.
+struct HostShape {
+    unsigned ranks, local_ranks;
+};
+const HostShape kHostShapes[] = {{8, 4}, {6, 3}, {64, 8}};
+
+class LocalFirstBoundTest : public ::testing::TestWithParam<std::tuple<Case, HostShape>> {};
+
+TEST_P(LocalFirstBoundTest, EveryValueIsWithinTheBoundOfAllRanks)
+{
+    const auto &[c, shape] = GetParam();
+    auto inputs = make(shape.ranks, 10 * kBlock + 17, c.gen);
+    std::vector<std::span<const float>> views(inputs.begin(), inputs.end());
+    Expected o = expected_allreduce(views, kBlock, shape.local_ranks);
+    for (const auto &s : o.scales)
+        EXPECT_FALSE(s.nonfinite);
+    check_bound(inputs, o);
+}
+
+std::string host_shape_name(const ::testing::TestParamInfo<std::tuple<Case, HostShape>> &info)
+{
+    const HostShape &shape = std::get<1>(info.param);
+    return std::string(std::get<0>(info.param).name) + "_" + std::to_string(shape.ranks) +
+           "ranks_" + std::to_string(shape.local_ranks) + "_a_host";
+}
+
+INSTANTIATE_TEST_SUITE_P(Inputs, LocalFirstBoundTest,
+                         ::testing::Combine(::testing::ValuesIn(kCases),
+                                            ::testing::ValuesIn(kHostShapes)),
+                         host_shape_name);
+
+TEST(QuantizeTest, AHostsScanIsTheLargestOfItsRanks)
+{
+    const BlockScan none, small{true, -3, false}, large{true, 5, false}, bad{false, 0, true};
+    EXPECT_EQ(combine(small, large).exponent, 5);
+    EXPECT_EQ(combine(large, small).exponent, 5);
+    EXPECT_TRUE(combine(none, small).any);
+    EXPECT_EQ(combine(none, small).exponent, -3);
+    EXPECT_FALSE(combine(none, none).any);
+    EXPECT_TRUE(combine(small, bad).nonfinite);
+    EXPECT_EQ(combine(small, bad).exponent, -3);
+}
+
 TEST(QuantizeTest, ZeroAndSmallIntegersAreExact)
 {
     auto inputs = make(4, kBlock, [](std::mt19937 &r, unsigned, size_t i) {

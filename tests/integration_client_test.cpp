@@ -195,46 +195,69 @@ TEST_F(ClientIntegration, EveryWorkerGetsTheBitExactSumForManyRounds)
     EXPECT_EQ(stats["counters"]["drop_not_member"], 0) << stats;
 }
 
-// A GPU server runs a rank a GPU: here two hosts of four ranks each, every rank with a port of
-// its own (the group port + 1 + its local rank), the results reaching all four on each host:
-// by multicast (each rank's group socket gets its copy) and by unicast fan-out (each its own).
-TEST_F(ClientIntegration, FourRanksOnEachOfTwoHostsGetTheBitExactSumOnTheirOwnPorts)
+// Two hosts of four ranks each (a GPU server runs a rank a GPU), ranks numbered host by host.
+constexpr unsigned kHosts = 2, kPerHost = 4, kHostRanks = kHosts * kPerHost;
+
+class TrainingHosts : public ClientIntegration {
+protected:
+    // Every rank of both hosts on `job`, each with its local rank; `extra` for each.
+    std::vector<std::unique_ptr<Process>> host_ranks(const Topology &topo, uint32_t job,
+                                                     uint64_t elems, unsigned iterations,
+                                                     const std::vector<std::string> &extra = {})
+    {
+        std::vector<std::unique_ptr<Process>> procs;
+        for (unsigned rank = 0; rank < kHostRanks; rank++) {
+            const unsigned host = rank / kPerHost;
+            std::vector<std::string> argv = {XAGG_BINARY_DIR "/tools/xagg-worker",
+                                             "--netns",
+                                             topo.worker(host),
+                                             "--rank",
+                                             std::to_string(rank),
+                                             "--local",
+                                             worker_addr(host),
+                                             "--local-rank",
+                                             std::to_string(rank % kPerHost),
+                                             "--local-ranks",
+                                             std::to_string(kPerHost),
+                                             "--aggregator",
+                                             here(job),
+                                             "--elems",
+                                             std::to_string(elems),
+                                             "--iterations",
+                                             std::to_string(iterations),
+                                             "--verify",
+                                             "--seed",
+                                             "5",
+                                             "--json"};
+            argv.insert(argv.end(), extra.begin(), extra.end());
+            procs.push_back(std::make_unique<Process>(
+                argv, dir_ + "/worker-r" + std::to_string(job) + "-" + std::to_string(rank)));
+        }
+        return procs;
+    }
+
+    uint64_t aggregated_bytes()
+    {
+        const json s = control(socket_, {{"op", "status"}});
+        return s["aggregated_bytes"]["fast"].get<uint64_t>() +
+               s["aggregated_bytes"]["host"].get<uint64_t>();
+    }
+};
+
+// Every rank with a port of its own (the group port + 1 + its local rank), the results reaching
+// all four of a host: by multicast (each rank's group socket gets its copy) and by unicast
+// fan-out (each its own).
+TEST_F(TrainingHosts, FourRanksOnEachOfTwoHostsGetTheBitExactSumOnTheirOwnPorts)
 {
-    constexpr unsigned kHosts = 2, kPerHost = 4, kRanks = kHosts * kPerHost, kIterations = 8;
+    constexpr unsigned kIterations = 8;
     constexpr uint64_t kElems = 50003;
     Topology topo("r", kHosts);
     auto daemon = start_daemon(write_config(topo), "xaggd.log");
     for (const auto &[job, extra] :
          std::vector<std::pair<uint32_t, json>>{{9, json::object()}, {10, {{"fanout", true}}}}) {
         SCOPED_TRACE(extra.dump());
-        create_job(job, kRanks, 512, extra);
-        std::vector<std::unique_ptr<Process>> procs;
-        for (unsigned rank = 0; rank < kRanks; rank++) {
-            const unsigned host = rank / kPerHost;
-            procs.push_back(std::make_unique<Process>(
-                std::vector<std::string>{XAGG_BINARY_DIR "/tools/xagg-worker",
-                                         "--netns",
-                                         topo.worker(host),
-                                         "--rank",
-                                         std::to_string(rank),
-                                         "--local",
-                                         worker_addr(host),
-                                         "--local-rank",
-                                         std::to_string(rank % kPerHost),
-                                         "--local-ranks",
-                                         std::to_string(kPerHost),
-                                         "--aggregator",
-                                         here(job),
-                                         "--elems",
-                                         std::to_string(kElems),
-                                         "--iterations",
-                                         std::to_string(kIterations),
-                                         "--verify",
-                                         "--seed",
-                                         "5",
-                                         "--json"},
-                dir_ + "/worker-r" + std::to_string(job) + "-" + std::to_string(rank)));
-        }
+        create_job(job, kHostRanks, 512, extra);
+        auto procs = host_ranks(topo, job, kElems, kIterations);
         expect_all_verified(procs, kElems * kIterations);
         // The daemon knew each rank by its address and its own port.
         const json shown = control(socket_, {{"op", "show_job"}, {"job", job}});
@@ -246,10 +269,41 @@ TEST_F(ClientIntegration, FourRanksOnEachOfTwoHostsGetTheBitExactSumOnTheirOwnPo
             EXPECT_EQ(m["port"], group_port + 1 + rank % kPerHost) << m;
             members.emplace(m["addr"], m["port"]);
         }
-        EXPECT_EQ(members.size(), kRanks);
+        EXPECT_EQ(members.size(), kHostRanks);
     }
     json stats = control(socket_, {{"op", "stats"}});
     EXPECT_EQ(stats["counters"]["drop_not_member"], 0) << stats;
+}
+
+// Local-first: each host's ranks hand their tensors to local rank 0, which alone is the job's
+// member for the host and sends their integer sum. The sums are what xagg-worker --verify
+// computes for that grouping (bit for bit, within the bound of all eight ranks), and the
+// aggregator sums exactly a quarter of the bytes the same all-reduces cost flat.
+TEST_F(TrainingHosts, FourRanksOnEachOfTwoHostsReduceInsideTheHostFirst)
+{
+    constexpr unsigned kIterations = 6;
+    constexpr uint64_t kElems = 70001;
+    Topology topo("q", kHosts);
+    auto daemon = start_daemon(write_config(topo), "xaggd.log");
+    create_job(20, kHostRanks, 512);
+    const uint64_t before_flat = aggregated_bytes();
+    auto flat = host_ranks(topo, 20, kElems, kIterations);
+    expect_all_verified(flat, kElems * kIterations);
+    const uint64_t flat_bytes = aggregated_bytes() - before_flat;
+
+    create_job(21, kHosts, 512);  // a member a host
+    const uint64_t before = aggregated_bytes();
+    auto procs = host_ranks(topo, 21, kElems, kIterations, {"--local-first"});
+    expect_all_verified(procs, kElems * kIterations);
+    for (auto &p : procs)
+        EXPECT_EQ(json::parse(p->output())["workers"], kHostRanks) << p->output();
+    EXPECT_EQ(aggregated_bytes() - before, flat_bytes / kPerHost) << flat_bytes;
+    const json members = control(socket_, {{"op", "show_job"}, {"job", 21}})["job"]["members"];
+    ASSERT_EQ(members.size(), kHosts) << members;
+    for (unsigned host = 0; host < kHosts; host++) {
+        EXPECT_EQ(members[host]["rank"], host);
+        EXPECT_EQ(members[host]["addr"], worker_addr(host));
+    }
 }
 
 // Small clusters run the aggregator on a training server. Its rank's contributions come over

@@ -13,7 +13,8 @@ environment variables (no job given: rank 0 creates it and hands its id through 
   GPU:        a CUDA tensor summed through pinned host memory (skipped, saying so, without one);
   lifetime:   the job rank 0 created is gone once the process groups are destroyed;
   one host:   the same with both workers in one namespace, as torchrun starts ranks of one
-              host (LOCAL_RANK, LOCAL_WORLD_SIZE): each sends from a port of its own.
+              host (LOCAL_RANK, LOCAL_WORLD_SIZE): each sends from a port of its own; and again
+              with XAGG_LOCAL_FIRST=1 (local rank 0 alone is the job's member for the host).
 
 Then a real model: examples/train_resnet18.py, torchvision's resnet18 (11.2M parameters) with
 DDP on 4 workers for STEPS steps, three ways from the same seed and data: gloo,
@@ -247,6 +248,13 @@ def main():
                  for r in range(WORKERS)]
         for out, _ in bed.finish(procs, "backend worker on a shared host", timeout=240):
             print("one host:", out.strip().splitlines()[-1])
+        # And reducing inside the host first: local rank 0 is the job's one member.
+        local_first = dict(same_host, MASTER="tcp://10.77.0.1:29564", XAGG_LOCAL_FIRST="1")
+        procs = [bed.spawn(r, ["/usr/bin/python3", __file__, "--worker", str(r)],
+                           dict(local_first, LOCAL_RANK=str(r)), host=0)
+                 for r in range(WORKERS)]
+        for out, _ in bed.finish(procs, "backend worker, local-first", timeout=240):
+            print("local-first:", out.strip().splitlines()[-1])
         # A failed all_reduce raises, never returns an unsummed tensor as if summed.
         lonely_env = dict(env, MASTER="tcp://10.77.0.1:29562", XAGG_MAX_RETRIES="5",
                           XAGG_TIMEOUT_MS="10")

@@ -59,6 +59,13 @@ struct ClientOptions {
     uint32_t local_rank = 0;
     uint32_t local_ranks = 1;
     uint16_t port = 0;
+    // Local-first reduction (hierarchical all-reduce; docs/CLIENT.md): the `local_ranks` ranks of
+    // a host hand their tensors to local rank 0 over a Unix socket, which alone is the job's
+    // member for the host (job rank = rank / local_ranks; the job has one worker a host) and
+    // sends their integer sum: 1/local_ranks of the bytes into the aggregator. Every rank of
+    // the job says it, and ranks are numbered host by host (rank % local_ranks = local_rank),
+    // as torchrun numbers them.
+    bool local_first = false;
     // Register the rank (address and port) with each daemon when starting and leave when done.
     // Off when an operator registered it (xaggctl worker join).
     bool join = true;
@@ -168,6 +175,8 @@ void delete_job(const Aggregator &a);
 
 namespace client {
 class Engine;
+class LocalLeader;
+class LocalMember;
 class Tuner;
 struct Op;
 struct TuneSetting;
@@ -225,7 +234,16 @@ private:
     Tuning tuning_locked() const;                    // under tune_lock_
     void apply(const client::TuneSetting &setting);  // to the engine
 
+    // A rank's all-reduce of n values: through the engine, or with local-first reduction
+    // through the host's leader (a local member) or with the host's other ranks (the leader).
+    AllReduce submit(float *floats, int32_t *ints, size_t n, int priority);
+
     std::once_flag rendezvous_;
+    // Local-first reduction: the leader's side (local rank 0, which also has the engine) or
+    // another rank's (which has no engine). Declared before the engine so that the engine, which
+    // fails whatever is still running, goes first.
+    std::unique_ptr<client::LocalLeader> leader_;
+    std::unique_ptr<client::LocalMember> member_;
     std::unique_ptr<client::Engine> engine_;
     ClientOptions options_;
     mutable std::mutex tune_lock_;

@@ -28,14 +28,14 @@ PYBIND11_MODULE(_torch_backend, m)
                             unsigned max_retries, bool autotune, unsigned tune_calls,
                             unsigned tune_trials, bool congestion_control,
                             std::optional<unsigned> delay_target_us, uint32_t local_rank,
-                            uint32_t local_ranks, uint16_t port) {
+                            uint32_t local_ranks, uint16_t port, bool local_first) {
                     if (aggregators.empty())
                         throw py::value_error("the xagg backend needs at least one aggregator");
                     const xagg::ClientOptions o = xagg::python::client_options(
                         aggregators, static_cast<uint32_t>(rank), local_address, join, window,
                         partition_chunks, timeout_ms, max_retries, autotune, tune_calls,
                         tune_trials, congestion_control, delay_target_us, local_rank, local_ranks,
-                        port);
+                        port, local_first);
                     xagg::torch_backend::Settings settings;
                     if (owns_job)
                         settings.owned_job = o.aggregators.front();

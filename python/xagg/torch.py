@@ -169,6 +169,8 @@ def backend_settings(environ=None):
     LOCAL_RANK, LOCAL_WORLD_SIZE   (set by torchrun) ranks sharing this host: each sends from a
                           UDP port of its own, the job's group port + 1 + LOCAL_RANK
     XAGG_PORT             this worker's UDP port outright (instead of the above)
+    XAGG_LOCAL_FIRST=1    reduce inside the host first: LOCAL_RANK 0 sends the host's sum as
+                          the job's one member for the host (a job rank 0 creates is sized so)
     XAGG_WINDOW, XAGG_PARTITION_CHUNKS, XAGG_AUTOTUNE=0/1, XAGG_CONGESTION_CONTROL=0/1,
     XAGG_TIMEOUT_MS, XAGG_MAX_RETRIES   the client's options (docs/CLIENT.md)
 
@@ -197,7 +199,8 @@ def backend_settings(environ=None):
                            ("congestion_control", "XAGG_CONGESTION_CONTROL", lambda v: v == "1"),
                            ("local_rank", "LOCAL_RANK", int),
                            ("local_ranks", "LOCAL_WORLD_SIZE", int),
-                           ("port", "XAGG_PORT", int)):
+                           ("port", "XAGG_PORT", int),
+                           ("local_first", "XAGG_LOCAL_FIRST", lambda v: v == "1")):
         if env.get(var):
             options[key] = kind(env[var])
     sizing = {"gradient_elems": int(env.get("XAGG_JOB_ELEMS", 1 << 20)),
@@ -221,7 +224,10 @@ def _create_backend(store, rank, world_size, timeout):
     owns_job = "job" not in aggregator
     if owns_job:
         if rank == 0:
-            job = create_job(aggregator, world_size, **sizing)
+            # With local-first reduction the job has one member a host.
+            members = (world_size // options["local_ranks"] if options.get("local_first")
+                       else world_size)
+            job = create_job(aggregator, members, **sizing)
             store.set(_JOB_KEY, str(job))
             log.info("xagg: created job %d for %d workers on %s", job, world_size,
                      aggregator["address"])

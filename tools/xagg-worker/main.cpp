@@ -146,7 +146,9 @@ Verdict verify_float(const Options &o, unsigned workers, size_t chunk_elems, uns
         synthesize(o.seed, r, iteration, inputs[r]);
         views.emplace_back(inputs[r]);
     }
-    xagg::client::Expected want = xagg::client::expected_allreduce(views, chunk_elems);
+    // With local-first reduction each host's ranks are one member (their scan the largest).
+    xagg::client::Expected want = xagg::client::expected_allreduce(
+        views, chunk_elems, o.client.local_first ? o.client.local_ranks : 1);
     Verdict v;
     for (size_t i = 0; i < got.size(); i++) {
         (std::memcmp(&got[i], &want.values[i], sizeof(float)) == 0 ? v.exact : v.wrong)++;
@@ -423,6 +425,10 @@ int main(int argc, char **argv)
                    "Ranks sharing this address, each with a port of its own")
         ->check(CLI::Range(1u, 64u))
         ->capture_default_str();
+    app.add_flag("--local-first", o.client.local_first,
+                 "Reduce inside the host first: local rank 0 sends the sum of the host's "
+                 "--local-ranks ranks as the job's member for the host (the job has one worker a "
+                 "host; ranks numbered host by host)");
     app.add_option("--netns", o.netns, "Run inside this `ip netns` network namespace");
     app.add_flag("!--no-join", o.client.join, "The rank is registered already (xaggctl)");
     app.add_option("--elems", o.elems, "Values per tensor")->capture_default_str();
