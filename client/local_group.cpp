@@ -191,6 +191,20 @@ LocalLeader::~LocalLeader()
 
 std::vector<std::vector<int32_t>> LocalLeader::gather(LocalKind kind, size_t n)
 {
+    try {
+        return read_calls(kind, n);
+    } catch (...) {
+        // A rank gone, or a call out of step: the host's group is broken. Ending every
+        // connection fails each rank's calls (those already read too) instead of leaving them
+        // waiting for a result that will not come; the leader's own call throws.
+        for (int fd : peers_)
+            shutdown(fd, SHUT_RDWR);
+        throw;
+    }
+}
+
+std::vector<std::vector<int32_t>> LocalLeader::read_calls(LocalKind kind, size_t n)
+{
     std::vector<std::vector<int32_t>> buffers(peers_.size());
     for (size_t i = 0; i < peers_.size(); i++) {
         CallHeader h;

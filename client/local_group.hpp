@@ -50,7 +50,8 @@ public:
     LocalLeader &operator=(const LocalLeader &) = delete;
 
     // The next call of every other rank, in local-rank order: its n values (as raw 32-bit
-    // words). Throws ClientError if one hung up or called with another size or type.
+    // words). Throws ClientError if one hung up or called with another size or type; the group
+    // is then ended (every rank's calls fail).
     std::vector<std::vector<int32_t>> gather(LocalKind kind, size_t n);
     // Once `op` is done (in call order, by a thread of its own), sends each other rank its
     // result (the buffers gather() filled, which the engine wrote the result into) or the
@@ -62,6 +63,7 @@ private:
         std::shared_ptr<Op> op;
         std::vector<std::vector<int32_t>> buffers;
     };
+    std::vector<std::vector<int32_t>> read_calls(LocalKind kind, size_t n);
     void send_results();
 
     std::vector<int> peers_;  // by local rank - 1

@@ -126,13 +126,15 @@ TEST(LocalGroupTest, TheLeadersErrorReachesEveryRank)
     EXPECT_EQ(v, std::vector<int32_t>(5, 7)) << "an unsummed buffer is left as it was";
 }
 
+// ... and the group ends: the rank's call fails too (it would otherwise wait for ever), and so
+// does every later one.
 TEST(LocalGroupTest, ACallOfAnotherSizeOrTypeIsRefusedSayingWhich)
 {
     Group g = start_group(name(), 2, 1);
     auto &leader = g.leader;
     LocalMember &one = *g.members[0];
     std::vector<float> v(10);
-    one.submit(v.data(), nullptr, v.size());
+    auto call = one.submit(v.data(), nullptr, v.size());
     try {
         leader->gather(LocalKind::floats, 12);
         FAIL() << "a call of another size was taken";
@@ -144,6 +146,8 @@ TEST(LocalGroupTest, ACallOfAnotherSizeOrTypeIsRefusedSayingWhich)
             std::string::npos)
             << e.what();
     }
+    EXPECT_THROW(wait(call), ClientError);
+    EXPECT_THROW(leader->gather(LocalKind::floats, 10), ClientError);
 }
 
 TEST(LocalGroupTest, ARankThatHangsUpFailsTheLeadersNextCall)
