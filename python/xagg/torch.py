@@ -225,7 +225,8 @@ def _create_backend(store, rank, world_size, timeout):
     if owns_job:
         if rank == 0:
             # With local-first reduction the job has one member a host.
-            members = (world_size // options["local_ranks"] if options.get("local_first")
+            # (Without LOCAL_WORLD_SIZE the client refuses local-first, saying why.)
+            members = (world_size // options.get("local_ranks", 1) if options.get("local_first")
                        else world_size)
             job = create_job(aggregator, members, **sizing)
             store.set(_JOB_KEY, str(job))
