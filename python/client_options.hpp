@@ -9,6 +9,8 @@
 #include <pybind11/pybind11.h>
 
 #include <chrono>
+#include <climits>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -52,9 +54,23 @@ inline Aggregator aggregator_from_dict(const pybind11::dict &d)
     return a;
 }
 
+// A count from the environment (torchrun's LOCAL_RANK, LOCAL_WORLD_SIZE), or `fallback` when it
+// is unset or not a number.
+inline uint32_t environment_count(const char *name, uint32_t fallback)
+{
+    const char *v = std::getenv(name);
+    if (!v || !*v)
+        return fallback;
+    char *end = nullptr;
+    const unsigned long n = std::strtoul(v, &end, 10);
+    return *end || n > UINT32_MAX ? fallback : static_cast<uint32_t>(n);
+}
+
 // The keyword arguments client_options() takes after the aggregators, rank and local address,
 // in its order, with a default ClientOptions's defaults: the tail of every py::arg list that
-// builds a client (each module passes them with std::apply).
+// builds a client (each module passes them with std::apply). Ranks started by torchrun share a
+// host by its LOCAL_RANK and LOCAL_WORLD_SIZE unless told otherwise, so each picks a port of its
+// own by itself (read when the module is imported).
 inline auto client_option_args()
 {
     namespace py = pybind11;
@@ -66,9 +82,10 @@ inline auto client_option_args()
         py::arg("max_retries") = d.max_retries, py::arg("autotune") = d.autotune,
         py::arg("tune_calls") = d.tune_calls, py::arg("tune_trials") = d.tune_trials,
         py::arg("congestion_control") = d.congestion_control,
-        py::arg("delay_target_us") = py::none(), py::arg("local_rank") = d.local_rank,
-        py::arg("local_ranks") = d.local_ranks, py::arg("port") = d.port,
-        py::arg("local_first") = d.local_first);
+        py::arg("delay_target_us") = py::none(),
+        py::arg("local_rank") = environment_count("LOCAL_RANK", d.local_rank),
+        py::arg("local_ranks") = environment_count("LOCAL_WORLD_SIZE", d.local_ranks),
+        py::arg("port") = d.port, py::arg("local_first") = d.local_first);
 }
 
 // ClientOptions from the keyword arguments of client_option_args() and what precedes them.
